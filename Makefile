@@ -1,0 +1,40 @@
+# kgate — see README.md. `make test` is what CI runs.
+GO       ?= go
+FUZZTIME ?= 5s
+
+.PHONY: build run test unit e2e fuzz fuzz-long bench lint deps clean
+
+build:
+	$(GO) build -o bin/kgate ./cmd/kgate
+	$(GO) build -o bin/kgate-bench ./cmd/kgate-bench
+
+# One node with the embedded log on 127.0.0.1:9092, data in ./kgate-data.
+run: build
+	@echo "kgate: bootstrap servers 127.0.0.1:9092 (Ctrl-C stops)"
+	./bin/kgate serve --node-id 1 --data-dir ./kgate-data --kafka-addr 127.0.0.1:9092
+
+deps:
+	./scripts/install-test-deps.sh
+
+test: deps build lint
+	$(GO) test -race -count=1 -timeout 45m ./...
+	$(MAKE) fuzz
+
+# Each fuzz target for a few seconds (FUZZTIME); fuzz-long for a real run.
+fuzz:
+	$(GO) test -run=NONE -fuzz=FuzzParseRequest -fuzztime=$(FUZZTIME) ./gateway/
+	$(GO) test -run=NONE -fuzz=FuzzValidate -fuzztime=$(FUZZTIME) ./gateway/records/
+
+fuzz-long:
+	$(MAKE) fuzz FUZZTIME=5m
+
+bench: build
+	./scripts/bench.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin kgate-data

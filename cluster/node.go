@@ -1,0 +1,375 @@
+// Package cluster runs a kgate node's Raft member: the log and stable stores,
+// the transport, bootstrap, leader tracking and proposals into the FSM.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// Config is what a node needs to join Raft.
+type Config struct {
+	NodeID           int32
+	DataDir          string
+	RaftAddr         string // listen and advertise address of the Raft transport
+	KafkaAddr        string // advertised Kafka address of this node
+	BootstrapExpect  int
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	LeaderLease      time.Duration
+	SnapshotEvery    uint64 // entries between snapshots
+	TrailingLogs     uint64
+	Logger           *slog.Logger
+}
+
+// ErrNotLeader is returned by Propose on a node that is not the leader.
+var ErrNotLeader = errors.New("cluster: not the leader")
+
+// NodeInfo is how clients reach a node.
+type NodeInfo struct {
+	ID        int32
+	KafkaAddr string
+	RaftAddr  string
+}
+
+// Node is one Raft member.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	fsm   *fsm.FSM
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+
+	notify   chan bool
+	leader   atomic.Bool // this node leads and has caught up (barrier done)
+	mu       sync.Mutex
+	watchers []chan struct{}
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Start opens the stores, starts Raft and, on a node without Raft state and
+// with BootstrapExpect <= 1, bootstraps a single-voter cluster.
+func Start(cfg Config, f *fsm.FSM) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{})}
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("raft store: %w", err)
+	}
+	n.store = store
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft addr: %w", err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 4, 10*time.Second, hlog)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	n.trans = trans
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return nil, err
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.Logger = hlog
+	rc.NotifyCh = n.notify
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.LeaderLease > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLease
+	}
+	if cfg.SnapshotEvery > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotEvery
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+
+	hasState, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, &raftFSM{f: f}, logs, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	n.raft = r
+	if !hasState && cfg.BootstrapExpect <= 1 {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr(), Suffrage: raft.Voter}}}
+		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.Shutdown()
+			return nil, fmt.Errorf("raft bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped a new single-voter cluster", "node_id", cfg.NodeID)
+	}
+	n.wg.Add(1)
+	go n.trackLeadership()
+	return n, nil
+}
+
+// trackLeadership follows NotifyCh. On gaining leadership it waits for the
+// FSM to catch up (Barrier) before the node serves as leader.
+func (n *Node) trackLeadership() {
+	defer n.wg.Done()
+	var term leaderTerm
+	defer term.end()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.notify:
+			term.end()
+			n.setLeader(false)
+			if !isLeader {
+				continue
+			}
+			ctx := term.begin()
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.establish(ctx)
+			}()
+		}
+	}
+}
+
+// leaderTerm scopes the work of one stretch of leadership.
+type leaderTerm struct{ cancel context.CancelFunc }
+
+func (t *leaderTerm) begin() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	return ctx
+}
+
+func (t *leaderTerm) end() {
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
+}
+
+func (n *Node) establish(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := n.raft.Barrier(30 * time.Second).Error(); err != nil {
+			n.log.Warn("barrier after election failed", "err", err)
+			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+				return
+			}
+			continue
+		}
+		break
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if n.fsm.ClusterID() == "" {
+		var b [16]byte
+		rand.Read(b[:])
+		if _, err := n.Propose(ctx, fsm.Encode(&fsm.InitCluster{ClusterID: hex.EncodeToString(b[:])}), true); err != nil {
+			n.log.Warn("init cluster id", "err", err)
+		}
+	}
+	n.setLeader(true)
+	n.log.Info("serving as leader", "node_id", n.cfg.NodeID, "cluster_id", n.fsm.ClusterID())
+}
+
+func (n *Node) setLeader(v bool) {
+	if n.leader.Swap(v) == v {
+		return
+	}
+	n.mu.Lock()
+	ws := n.watchers
+	n.watchers = nil
+	n.mu.Unlock()
+	for _, w := range ws {
+		close(w)
+	}
+}
+
+// IsLeader reports whether this node leads and has applied the whole log.
+func (n *Node) IsLeader() bool { return n.leader.Load() }
+
+// LeaderChanged returns a channel closed at the next change of IsLeader.
+func (n *Node) LeaderChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch := make(chan struct{})
+	n.watchers = append(n.watchers, ch)
+	return ch
+}
+
+// WaitLeader blocks until this node is the serving leader or ctx ends.
+func (n *Node) WaitLeader(ctx context.Context) error {
+	for {
+		ch := n.LeaderChanged()
+		if n.IsLeader() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// LeaderID returns the current leader's node id, if one is known.
+func (n *Node) LeaderID() (int32, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return 0, false
+	}
+	v, err := strconv.Atoi(string(id))
+	if err != nil {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+// Self describes this node.
+func (n *Node) Self() NodeInfo {
+	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr}
+}
+
+// ClusterID is the replicated cluster id ("" until the first leader set it).
+func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
+
+// Brokers lists the live nodes. One node for now; gossip fills this in.
+func (n *Node) Brokers() []NodeInfo { return []NodeInfo{n.Self()} }
+
+// Future is a proposal in flight.
+type Future struct {
+	f raft.ApplyFuture
+}
+
+// Result waits for the proposal to be applied and returns the FSM's result.
+func (f Future) Result() (any, error) {
+	if err := f.f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return nil, err
+	}
+	resp := f.f.Response()
+	if err, ok := resp.(error); ok {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ProposeAsync enqueues a command. Calls from one goroutine are applied in
+// call order, which keeps a connection's pipelined produces in sequence.
+func (n *Node) ProposeAsync(data []byte) Future {
+	return Future{f: n.raft.Apply(data, 10*time.Second)}
+}
+
+// Propose applies a command and waits for its result. Unless force is set,
+// it refuses on a node that is not the serving leader.
+func (n *Node) Propose(ctx context.Context, data []byte, force bool) (any, error) {
+	if !force && !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	return Future{f: n.raft.Apply(data, timeout)}.Result()
+}
+
+// Shutdown stops Raft and closes the stores.
+func (n *Node) Shutdown() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	err := n.raft.Shutdown().Error()
+	n.wg.Wait()
+	n.setLeader(false)
+	n.trans.Close()
+	n.store.Close()
+	return err
+}
+
+// raftFSM adapts fsm.FSM to raft.FSM.
+type raftFSM struct{ f *fsm.FSM }
+
+func (a *raftFSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	return a.f.Apply(l.Index, l.Data)
+}
+
+func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := a.f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &raftSnapshot{f: a.f, s: s}, nil
+}
+
+func (a *raftFSM) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	return a.f.Restore(r)
+}
+
+type raftSnapshot struct {
+	f *fsm.FSM
+	s *fsm.Snapshot
+}
+
+func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.s.Persist(s.f, sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *raftSnapshot) Release() { s.s.Release() }

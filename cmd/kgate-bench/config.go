@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// config is the parsed command line. It is built once by parseConfig and
+// only read afterwards.
+type config struct {
+	brokers     []string
+	label       string
+	topicPrefix string
+	partitions  []int
+
+	recordBytes int
+	records     int64         // records to produce per run; 0 when duration is used
+	duration    time.Duration // produce for this long per run; 0 when records is used
+	rate        int           // total records/s across producers; 0 = unlimited
+
+	acks        string
+	producers   int
+	compression string
+
+	batchMaxBytes      int
+	maxBufferedRecords int
+	linger             time.Duration
+	lingerSet          bool // false: keep kgo's default linger
+
+	deliveryTimeout time.Duration
+	consumeTimeout  time.Duration
+	keepTopics      bool
+
+	json    bool
+	verbose bool
+}
+
+const usageText = `kgate-bench measures produce and consume throughput and produce latency
+of any Kafka-protocol server (kgate, Apache Kafka, ...).
+
+For each partition count it creates a fresh topic (replication factor 1),
+produces -records records (or for -duration) of -record-bytes each, then reads
+everything back from the start with a fresh direct-partition consumer and
+checks that every acknowledged record was read exactly once.
+
+Usage: kgate-bench [flags]
+
+`
+
+func parseConfig(args []string, output io.Writer) (config, error) {
+	var (
+		cfg         config
+		brokers     string
+		partitions  string
+		records     int64
+		compression string
+	)
+	fs := flag.NewFlagSet("kgate-bench", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+
+	fs.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated bootstrap `addresses`")
+	fs.StringVar(&cfg.label, "label", "", "target label shown in the report, e.g. kgate or kafka (default: the first broker address)")
+	fs.StringVar(&cfg.topicPrefix, "topic-prefix", "kgate-bench", "prefix of the topics created for each run")
+	fs.StringVar(&partitions, "partitions", "8", "partition count, or a comma-separated `list` to run several, e.g. 1,8")
+	fs.IntVar(&cfg.recordBytes, "record-bytes", 1024, "record value size in `bytes`")
+	fs.Int64Var(&records, "records", 100000, "records to produce per run (exclusive with -duration)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "produce for this long per run instead of a fixed -records count")
+	fs.IntVar(&cfg.rate, "rate", 0, "target produce rate in records/s across all producers (0 = as fast as possible)")
+	fs.StringVar(&cfg.acks, "acks", "all", "required acks: all, leader (1) or none (0); idempotence is on only with all")
+	fs.IntVar(&cfg.producers, "producers", 1, "concurrent producer clients, each with its own connections")
+	fs.StringVar(&compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	fs.IntVar(&cfg.batchMaxBytes, "batch-max-bytes", 1<<20, "producer max record batch `bytes` (kgo ProducerBatchMaxBytes)")
+	fs.IntVar(&cfg.maxBufferedRecords, "max-buffered-records", 32768, "records a producer may buffer before Produce blocks (kgo MaxBufferedRecords)")
+	fs.DurationVar(&cfg.linger, "linger", 0, "producer linger (default: kgo's default)")
+	fs.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 2*time.Minute, "fail a record not acknowledged within this long")
+	fs.DurationVar(&cfg.consumeTimeout, "consume-timeout", 5*time.Minute, "give up reading back a run after this long")
+	fs.BoolVar(&cfg.keepTopics, "keep-topics", false, "do not delete the topics after each run")
+	fs.BoolVar(&cfg.json, "json", false, "print results as JSON instead of a table")
+	fs.BoolVar(&cfg.verbose, "v", false, "verbose logging, including the Kafka client's")
+
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var err error
+	if cfg.brokers, err = splitList(brokers); err != nil {
+		return config{}, fmt.Errorf("-brokers: %w", err)
+	}
+	if cfg.label == "" {
+		cfg.label = cfg.brokers[0]
+	}
+	if cfg.partitions, err = parsePartitions(partitions); err != nil {
+		return config{}, fmt.Errorf("-partitions: %w", err)
+	}
+	switch {
+	case set["records"] && set["duration"]:
+		return config{}, errors.New("-records and -duration are mutually exclusive")
+	case cfg.duration < 0:
+		return config{}, errors.New("-duration must be positive")
+	case cfg.duration > 0:
+		cfg.records = 0
+	case records <= 0:
+		return config{}, errors.New("-records must be positive")
+	default:
+		cfg.records = records
+	}
+	if _, err := acksOpt(cfg.acks); err != nil {
+		return config{}, err
+	}
+	cfg.compression = strings.ToLower(compression)
+	if _, err := compressionCodec(cfg.compression); err != nil {
+		return config{}, err
+	}
+	cfg.lingerSet = set["linger"]
+
+	switch {
+	case cfg.recordBytes < 0:
+		return config{}, errors.New("-record-bytes must not be negative")
+	case cfg.producers < 1:
+		return config{}, errors.New("-producers must be at least 1")
+	case cfg.rate < 0:
+		return config{}, errors.New("-rate must not be negative")
+	case cfg.batchMaxBytes < 1<<10:
+		return config{}, errors.New("-batch-max-bytes must be at least 1024")
+	case cfg.maxBufferedRecords < 1:
+		return config{}, errors.New("-max-buffered-records must be at least 1")
+	case cfg.linger < 0:
+		return config{}, errors.New("-linger must not be negative")
+	case cfg.deliveryTimeout <= 0 || cfg.consumeTimeout <= 0:
+		return config{}, errors.New("timeouts must be positive")
+	}
+	return cfg, nil
+}
+
+func splitList(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+func parsePartitions(s string) ([]int, error) {
+	fields, err := splitList(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(fields))
+	for _, f := range fields {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive partition count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// acksOpt maps the -acks flag to kgo's acks.
+func acksOpt(s string) (kgo.Acks, error) {
+	switch strings.ToLower(s) {
+	case "all", "-1":
+		return kgo.AllISRAcks(), nil
+	case "leader", "1":
+		return kgo.LeaderAck(), nil
+	case "none", "0":
+		return kgo.NoAck(), nil
+	}
+	return kgo.Acks{}, fmt.Errorf("-acks: unknown value %q (want all, leader or none)", s)
+}
+
+func compressionCodec(s string) (kgo.CompressionCodec, error) {
+	switch s {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("-compression: unknown codec %q", s)
+}
+
+// idempotent reports whether producers use idempotent writes: kgo requires
+// acks=all for them, so they are on exactly when acks is all.
+func (c config) idempotent() bool {
+	a, _ := acksOpt(c.acks)
+	return a == kgo.AllISRAcks()
+}

@@ -1,0 +1,146 @@
+// Command kgate-bench measures produce/consume throughput and produce latency
+// of a Kafka-protocol server. The same tool runs against kgate and Apache
+// Kafka so that their figures compare like for like; see -h.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process globals; it returns the exit code:
+// 0 if every run passed, 1 if any failed, 2 on a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kgate-bench:", err)
+		return 2
+	}
+	level := slog.LevelInfo
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	admCl, err := kgo.NewClient(clientOpts(cfg, log)...)
+	if err != nil {
+		log.Error("admin client", "err", err)
+		return 1
+	}
+	adm := kadm.NewClient(admCl)
+	defer adm.Close()
+
+	var results []result
+	for _, n := range cfg.partitions {
+		if ctx.Err() != nil {
+			break
+		}
+		results = append(results, runOne(ctx, log, cfg, adm, n))
+	}
+
+	if cfg.json {
+		err = writeJSON(stdout, results)
+	} else {
+		err = writeTable(stdout, results)
+	}
+	if err != nil {
+		log.Error("write report", "err", err)
+		return 1
+	}
+	for _, r := range results {
+		if !r.OK {
+			return 1
+		}
+	}
+	if ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+// runOne benchmarks one partition count on a fresh topic.
+func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client, partitions int) result {
+	topic := fmt.Sprintf("%s-p%d-%08x", cfg.topicPrefix, partitions, rand.Uint32())
+	res := result{
+		Label:       cfg.label,
+		Brokers:     strings.Join(cfg.brokers, ","),
+		Topic:       topic,
+		Partitions:  partitions,
+		RecordBytes: cfg.recordBytes,
+		Producers:   cfg.producers,
+		Acks:        cfg.acks,
+		Compression: cfg.compression,
+	}
+	log = log.With("label", cfg.label, "topic", topic)
+	fail := func(phase string, err error) result {
+		res.Error = fmt.Sprintf("%s: %v", phase, err)
+		log.Error(phase+" failed", "err", err)
+		return res
+	}
+
+	log.Info("creating topic", "partitions", partitions)
+	if err := createTopic(ctx, adm, topic, partitions); err != nil {
+		return fail("create topic", err)
+	}
+	if !cfg.keepTopics {
+		// Clean up even after a signal.
+		defer deleteTopic(context.WithoutCancel(ctx), log, adm, topic)
+	}
+
+	log.Info("producing", "records", cfg.records, "duration", cfg.duration, "record_bytes", cfg.recordBytes, "producers", cfg.producers)
+	prod, err := produce(ctx, log, cfg, topic)
+	if prod != nil {
+		res.setProduce(prod)
+	}
+	if err != nil {
+		return fail("produce", err)
+	}
+	log.Info("produced", "records", prod.records, "elapsed", prod.elapsed.Round(time.Millisecond),
+		"rec_per_s", int64(res.ProduceRecordsPerS), "p50_ms", res.ProduceLatencyP50Ms, "p99_ms", res.ProduceLatencyP99Ms)
+
+	ranges, err := listOffsets(ctx, adm, topic)
+	if err != nil {
+		return fail("list offsets", err)
+	}
+	log.Info("consuming")
+	cons, err := consume(ctx, log, cfg, topic, ranges)
+	if cons != nil {
+		res.setConsume(cons)
+	}
+	if err != nil {
+		return fail("consume", err)
+	}
+	log.Info("consumed", "records", cons.records, "elapsed", cons.elapsed.Round(time.Millisecond), "rec_per_s", int64(res.ConsumeRecordsPerS))
+
+	switch {
+	case cons.expected != prod.records:
+		return fail("verify", fmt.Errorf("topic offsets hold %d records, producers had %d acknowledged", cons.expected, prod.records))
+	case cons.records != prod.records:
+		return fail("verify", fmt.Errorf("read %d records, producers had %d acknowledged", cons.records, prod.records))
+	}
+	res.OK = true
+	return res
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// result is one run (one partition count) as reported.
+type result struct {
+	Label       string `json:"label"`
+	Brokers     string `json:"brokers"`
+	Topic       string `json:"topic"`
+	Partitions  int    `json:"partitions"`
+	RecordBytes int    `json:"record_bytes"`
+	Producers   int    `json:"producers"`
+	Acks        string `json:"acks"`
+	Compression string `json:"compression"`
+
+	ProducedRecords      int64   `json:"produced_records"`
+	ProduceSeconds       float64 `json:"produce_seconds"`
+	ProduceRecordsPerS   float64 `json:"produce_records_per_sec"`
+	ProduceMiBPerS       float64 `json:"produce_mib_per_sec"`
+	ProduceLatencyP50Ms  float64 `json:"produce_latency_p50_ms"`
+	ProduceLatencyP99Ms  float64 `json:"produce_latency_p99_ms"`
+	ProduceLatencyP999Ms float64 `json:"produce_latency_p999_ms"`
+	ProduceLatencyMaxMs  float64 `json:"produce_latency_max_ms"`
+
+	ConsumedRecords    int64   `json:"consumed_records"`
+	ConsumeSeconds     float64 `json:"consume_seconds"`
+	ConsumeRecordsPerS float64 `json:"consume_records_per_sec"`
+	ConsumeMiBPerS     float64 `json:"consume_mib_per_sec"`
+
+	// OK is true when both phases completed and the consumer read back
+	// exactly the records the producers had acknowledged.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+func (r *result) setProduce(p *produceResult) {
+	r.ProducedRecords = p.records
+	r.ProduceSeconds = p.elapsed.Seconds()
+	r.ProduceRecordsPerS = perSecond(float64(p.records), p.elapsed)
+	r.ProduceMiBPerS = perSecond(float64(p.bytes)/(1<<20), p.elapsed)
+	r.ProduceLatencyP50Ms = ms(p.latency.quantile(0.50))
+	r.ProduceLatencyP99Ms = ms(p.latency.quantile(0.99))
+	r.ProduceLatencyP999Ms = ms(p.latency.quantile(0.999))
+	r.ProduceLatencyMaxMs = ms(p.latency.maxValue())
+}
+
+func (r *result) setConsume(c *consumeResult) {
+	r.ConsumedRecords = c.records
+	r.ConsumeSeconds = c.elapsed.Seconds()
+	r.ConsumeRecordsPerS = perSecond(float64(c.records), c.elapsed)
+	r.ConsumeMiBPerS = perSecond(float64(c.bytes)/(1<<20), c.elapsed)
+}
+
+func perSecond(v float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return v / d.Seconds()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func writeJSON(w io.Writer, results []result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(results)
+}
+
+// writeTable prints one aligned row per run, then the error of each failed
+// run. Sizes are MiB (2^20 bytes) of record values.
+func writeTable(w io.Writer, results []result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tpartitions\trecords\tproduce rec/s\tproduce MiB/s\tp50 ms\tp99 ms\tconsume rec/s\tconsume MiB/s\tresult\t")
+	for _, r := range results {
+		status := "ok"
+		if !r.OK {
+			status = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.2f\t%.2f\t%.0f\t%.1f\t%s\t\n",
+			r.Label, r.Partitions, r.ProducedRecords,
+			r.ProduceRecordsPerS, r.ProduceMiBPerS, r.ProduceLatencyP50Ms, r.ProduceLatencyP99Ms,
+			r.ConsumeRecordsPerS, r.ConsumeMiBPerS, status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if !r.OK {
+			fmt.Fprintf(w, "%s, %d partitions: %s\n", r.Label, r.Partitions, r.Error)
+		}
+	}
+	return nil
+}

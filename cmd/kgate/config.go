@@ -1,0 +1,175 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is every flag of `kgate serve`. Each flag can also be set through
+// the environment as KGATE_<NAME> (upper case, '-' as '_'); flags win.
+type config struct {
+	NodeID             int
+	DataDir            string
+	KafkaAddr          string
+	AdvertiseKafkaAddr string
+	RaftAddr           string
+	GossipAddr         string
+	AdminAddr          string
+	Join               string
+	BootstrapExpect    int
+	Backend            string
+	AutoCreateTopics   bool
+	DefaultPartitions  int
+	MaxFrameBytes      int
+	MaxMessageBytes    int
+	MaxConnections     int
+	IdleTimeout        time.Duration
+	SegmentBytes       int64
+	RetentionCheck     time.Duration
+	RaftHeartbeat      time.Duration
+	RaftElection       time.Duration
+	RaftSnapshotEvery  uint64
+	RaftTrailingLogs   uint64
+	LogLevel           string
+}
+
+func newFlagSet(c *config) *flag.FlagSet {
+	fs := flag.NewFlagSet("kgate serve", flag.ContinueOnError)
+	fs.IntVar(&c.NodeID, "node-id", 1, "this node's id, unique in the cluster (1..2147483647)")
+	fs.StringVar(&c.DataDir, "data-dir", "kgate-data", "directory for the Raft log, snapshots and partition logs")
+	fs.StringVar(&c.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listener address")
+	fs.StringVar(&c.AdvertiseKafkaAddr, "advertise-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "127.0.0.1:9093", "Raft transport address (listen and advertise)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:9094", "gossip (memberlist) address")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9095", "admin HTTP address")
+	fs.StringVar(&c.Join, "join", "", "comma list of gossip addresses of existing nodes")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "number of nodes that bootstrap a new cluster together")
+	fs.StringVar(&c.Backend, "backend", "embedded", "record store: embedded")
+	fs.BoolVar(&c.AutoCreateTopics, "auto-create-topics", true, "create topics that Metadata asks for")
+	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
+	fs.IntVar(&c.MaxFrameBytes, "max-frame-bytes", 100<<20, "largest request accepted (Kafka's socket.request.max.bytes)")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1048588, "largest record batch accepted (Kafka's message.max.bytes)")
+	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka connections allowed")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 10*time.Minute, "close Kafka connections idle this long")
+	fs.Int64Var(&c.SegmentBytes, "segment-bytes", 64<<20, "default partition segment size; retention deletes whole segments")
+	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", 30*time.Second, "how often the leader applies retention")
+	fs.DurationVar(&c.RaftHeartbeat, "raft-heartbeat-timeout", time.Second, "Raft heartbeat timeout")
+	fs.DurationVar(&c.RaftElection, "raft-election-timeout", time.Second, "Raft election timeout")
+	fs.Uint64Var(&c.RaftSnapshotEvery, "raft-snapshot-threshold", 16384, "Raft entries between snapshots")
+	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 4096, "Raft entries kept after a snapshot")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	return fs
+}
+
+// parseConfig reads the environment, then the arguments, then checks every
+// value. Errors are one line naming the flag.
+func parseConfig(args []string, environ func(string) (string, bool)) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c)
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := "KGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := environ(key); ok && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("invalid value %q for --%s (from %s): %v", v, f.Name, key, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.validate()
+}
+
+func (c *config) validate() error {
+	if c.NodeID < 1 || c.NodeID > 1<<31-1 {
+		return fmt.Errorf("invalid value %d for --node-id: must be 1..2147483647", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("invalid value for --data-dir: must not be empty")
+	}
+	if c.AdvertiseKafkaAddr == "" {
+		c.AdvertiseKafkaAddr = c.KafkaAddr
+	}
+	for _, a := range []struct{ name, v string }{
+		{"kafka-addr", c.KafkaAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
+		{"admin-addr", c.AdminAddr}, {"advertise-kafka-addr", c.AdvertiseKafkaAddr},
+	} {
+		if err := checkHostPort(a.v); err != nil {
+			return fmt.Errorf("invalid value %q for --%s: %v", a.v, a.name, err)
+		}
+	}
+	if c.Join != "" {
+		for _, j := range strings.Split(c.Join, ",") {
+			if err := checkHostPort(strings.TrimSpace(j)); err != nil {
+				return fmt.Errorf("invalid value %q for --join: %q: %v", c.Join, j, err)
+			}
+		}
+	}
+	if c.BootstrapExpect < 1 {
+		return fmt.Errorf("invalid value %d for --bootstrap-expect: must be at least 1", c.BootstrapExpect)
+	}
+	if c.Backend != "embedded" {
+		return fmt.Errorf("invalid value %q for --backend: must be embedded", c.Backend)
+	}
+	if c.DefaultPartitions < 1 || c.DefaultPartitions > 100000 {
+		return fmt.Errorf("invalid value %d for --default-partitions: must be 1..100000", c.DefaultPartitions)
+	}
+	if c.MaxFrameBytes < 1024 || c.MaxFrameBytes > 1<<30 {
+		return fmt.Errorf("invalid value %d for --max-frame-bytes: must be 1024..1073741824", c.MaxFrameBytes)
+	}
+	if c.MaxMessageBytes < 128 || c.MaxMessageBytes > c.MaxFrameBytes {
+		return fmt.Errorf("invalid value %d for --max-message-bytes: must be 128..max-frame-bytes", c.MaxMessageBytes)
+	}
+	if c.MaxConnections < 1 {
+		return fmt.Errorf("invalid value %d for --max-connections: must be at least 1", c.MaxConnections)
+	}
+	if c.IdleTimeout <= 0 {
+		return fmt.Errorf("invalid value %s for --idle-timeout: must be positive", c.IdleTimeout)
+	}
+	if c.SegmentBytes < 1024 {
+		return fmt.Errorf("invalid value %d for --segment-bytes: must be at least 1024", c.SegmentBytes)
+	}
+	if c.RetentionCheck <= 0 {
+		return fmt.Errorf("invalid value %s for --retention-check-interval: must be positive", c.RetentionCheck)
+	}
+	if c.RaftHeartbeat < 5*time.Millisecond {
+		return fmt.Errorf("invalid value %s for --raft-heartbeat-timeout: must be at least 5ms", c.RaftHeartbeat)
+	}
+	if c.RaftElection < 5*time.Millisecond {
+		return fmt.Errorf("invalid value %s for --raft-election-timeout: must be at least 5ms", c.RaftElection)
+	}
+	if c.RaftSnapshotEvery < 1 {
+		return fmt.Errorf("invalid value %d for --raft-snapshot-threshold: must be at least 1", c.RaftSnapshotEvery)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("invalid value %q for --log-level: must be debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+func checkHostPort(v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port must be 0..65535")
+	}
+	return nil
+}

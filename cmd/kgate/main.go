@@ -1,0 +1,106 @@
+// Command kgate is a Kafka-protocol gateway: `kgate serve` runs one node.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/embedded"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		fmt.Fprintln(os.Stderr, "usage: kgate serve [flags]   (kgate serve -h lists them)")
+		os.Exit(2)
+	}
+	cfg, err := parseConfig(os.Args[2:], os.LookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kgate:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "kgate:", err)
+		os.Exit(1)
+	}
+}
+
+func serve(ctx context.Context, cfg *config) error {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", cfg.NodeID)
+
+	state, err := fsm.Open(fsm.Options{Dir: cfg.DataDir, SegmentBytes: cfg.SegmentBytes, Logger: log})
+	if err != nil {
+		return fmt.Errorf("open data dir %s: %w", cfg.DataDir, err)
+	}
+	defer state.Close()
+	node, err := cluster.Start(cluster.Config{
+		NodeID:           int32(cfg.NodeID),
+		DataDir:          cfg.DataDir,
+		RaftAddr:         cfg.RaftAddr,
+		KafkaAddr:        cfg.AdvertiseKafkaAddr,
+		BootstrapExpect:  cfg.BootstrapExpect,
+		HeartbeatTimeout: cfg.RaftHeartbeat,
+		ElectionTimeout:  cfg.RaftElection,
+		SnapshotEvery:    cfg.RaftSnapshotEvery,
+		TrailingLogs:     cfg.RaftTrailingLogs,
+		Logger:           log,
+	}, state)
+	if err != nil {
+		return err
+	}
+	defer node.Shutdown()
+
+	backend := embedded.New(node, state, log)
+	srv := gateway.New(gateway.Config{
+		Addr:              cfg.KafkaAddr,
+		MaxFrameBytes:     int32(cfg.MaxFrameBytes),
+		MaxMessageBytes:   cfg.MaxMessageBytes,
+		MaxConnections:    cfg.MaxConnections,
+		IdleTimeout:       cfg.IdleTimeout,
+		AutoCreateTopics:  cfg.AutoCreateTopics,
+		DefaultPartitions: int32(cfg.DefaultPartitions),
+		Logger:            log,
+	}, backend, node)
+	if err := srv.Listen(); err != nil {
+		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
+	}
+
+	// Serve once this node leads and has applied its log, so the first
+	// answers already see every acknowledged record.
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = node.WaitLeader(waitCtx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		log.Warn("no leader yet; serving anyway", "err", err)
+	}
+	retentionCtx, stopRetention := context.WithCancel(ctx)
+	defer stopRetention()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		backend.RunRetention(retentionCtx, cfg.RetentionCheck)
+	}()
+	log.Info("kgate serving", "kafka", cfg.AdvertiseKafkaAddr, "bootstrap", srv.Addr().String(), "data_dir", cfg.DataDir)
+	fmt.Fprintf(os.Stdout, "kgate node %d ready: bootstrap servers %s\n", cfg.NodeID, cfg.AdvertiseKafkaAddr)
+	err = srv.Serve(ctx)
+	stopRetention()
+	<-done
+	log.Info("kgate stopped")
+	return err
+}

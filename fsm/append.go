@@ -1,0 +1,161 @@
+package fsm
+
+import (
+	"math"
+	"sort"
+)
+
+// Idempotence bookkeeping, as Kafka's ProducerStateManager keeps it.
+const (
+	recentBatches       = 5                 // Kafka's max.in.flight for idempotence
+	maxProducersPerPart = 1000              // eviction starts above this
+	producerIdleMs      = 24 * 3600 * 1000  // Kafka's producer.id.expiration.ms
+	maxSequence         = math.MaxInt32 + 1 // sequences wrap at 2^31
+)
+
+type producerState struct {
+	epoch  int16
+	lastTs int64         // NowMs of its last append
+	recent []batchRecord // oldest first, at most recentBatches
+}
+
+type batchRecord struct {
+	firstSeq, lastSeq int32
+	firstOffset       int64
+	lastOffsetDelta   int32
+}
+
+// AppendResult is one batch's outcome, in the order of Append.Batches.
+type AppendResult struct {
+	Code           int16
+	BaseOffset     int64
+	LogStartOffset int64
+}
+
+// AppendResults answers an Append.
+type AppendResults struct{ Results []AppendResult }
+
+func (f *FSM) applyAppend(c *Append) any {
+	out := &AppendResults{Results: make([]AppendResult, len(c.Batches))}
+	for i := range c.Batches {
+		out.Results[i] = f.appendBatch(c.NowMs, &c.Batches[i])
+	}
+	return out
+}
+
+func (f *FSM) appendBatch(now int64, b *Batch) AppendResult {
+	p := f.Partition(b.Topic, b.Partition)
+	if p == nil {
+		return AppendResult{Code: ErrUnknownTopicOrPartition, BaseOffset: -1, LogStartOffset: -1}
+	}
+	var ps *producerState
+	if b.ProducerID >= 0 {
+		var dup *batchRecord
+		var code int16
+		ps, dup, code = p.checkSequence(b)
+		if code != ErrNone {
+			return AppendResult{Code: code, BaseOffset: -1, LogStartOffset: p.Log.Start()}
+		}
+		if dup != nil {
+			// A retry of a batch already written: answer with its offsets.
+			return AppendResult{BaseOffset: dup.firstOffset, LogStartOffset: p.Log.Start()}
+		}
+	}
+	base, err := p.Log.Append(b.Data, b.LastOffsetDelta, b.MaxTimestamp)
+	if err != nil {
+		f.log.Error("append", "topic", b.Topic, "partition", b.Partition, "err", err)
+		return AppendResult{Code: ErrKafkaStorage, BaseOffset: -1, LogStartOffset: -1}
+	}
+	if b.ProducerID >= 0 {
+		p.recordBatch(now, b, ps, base)
+	}
+	return AppendResult{BaseOffset: base, LogStartOffset: p.Log.Start()}
+}
+
+func lastSeq(b *Batch) int32 {
+	return int32((int64(b.BaseSequence) + int64(b.LastOffsetDelta)) % maxSequence)
+}
+
+// checkSequence applies Kafka's rules: an older epoch is fenced; a new epoch
+// starts at sequence 0; within an epoch a batch either repeats one of the
+// recent batches (a duplicate) or continues right after the last one.
+func (p *Partition) checkSequence(b *Batch) (*producerState, *batchRecord, int16) {
+	ps := p.producers[b.ProducerID]
+	if ps == nil {
+		if b.BaseSequence != 0 {
+			return nil, nil, ErrUnknownProducerID
+		}
+		return nil, nil, ErrNone
+	}
+	switch {
+	case b.ProducerEpoch < ps.epoch:
+		return nil, nil, ErrInvalidProducerEpoch
+	case b.ProducerEpoch > ps.epoch:
+		if b.BaseSequence != 0 {
+			return nil, nil, ErrOutOfOrderSequence
+		}
+		return ps, nil, ErrNone
+	}
+	last := lastSeq(b)
+	for i := range ps.recent {
+		r := &ps.recent[i]
+		if r.firstSeq == b.BaseSequence && r.lastSeq == last {
+			return ps, r, ErrNone
+		}
+	}
+	if n := len(ps.recent); n > 0 {
+		want := int32((int64(ps.recent[n-1].lastSeq) + 1) % maxSequence)
+		if b.BaseSequence != want {
+			return nil, nil, ErrOutOfOrderSequence
+		}
+	}
+	return ps, nil, ErrNone
+}
+
+func (p *Partition) recordBatch(now int64, b *Batch, ps *producerState, base int64) {
+	if ps == nil {
+		p.evictProducers(now)
+		ps = &producerState{}
+		p.producers[b.ProducerID] = ps
+	}
+	if b.ProducerEpoch != ps.epoch {
+		ps.epoch = b.ProducerEpoch
+		ps.recent = ps.recent[:0]
+	}
+	ps.lastTs = now
+	if len(ps.recent) == recentBatches {
+		copy(ps.recent, ps.recent[1:])
+		ps.recent = ps.recent[:recentBatches-1]
+	}
+	ps.recent = append(ps.recent, batchRecord{firstSeq: b.BaseSequence, lastSeq: lastSeq(b), firstOffset: base, lastOffsetDelta: b.LastOffsetDelta})
+}
+
+// evictProducers bounds the table before a new producer is added: first the
+// idle ones, then the least recently used. Deterministic: it depends only on
+// the stamped times and the producer ids.
+func (p *Partition) evictProducers(now int64) {
+	if len(p.producers) < maxProducersPerPart {
+		return
+	}
+	ids := make([]int64, 0, len(p.producers))
+	for id, ps := range p.producers {
+		if now-ps.lastTs > producerIdleMs {
+			delete(p.producers, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) < maxProducersPerPart {
+		return
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := p.producers[ids[i]], p.producers[ids[j]]
+		if a.lastTs != b.lastTs {
+			return a.lastTs < b.lastTs
+		}
+		return ids[i] < ids[j]
+	})
+	for _, id := range ids[:len(ids)-maxProducersPerPart+1] {
+		delete(p.producers, id)
+	}
+}

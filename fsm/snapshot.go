@@ -1,0 +1,454 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/kgate/kgate/fsm/partlog"
+)
+
+// A snapshot is: magic, applied index, the metadata (everything but record
+// bytes), then for each partition in metadata order its batches. The same
+// metadata, with a CRC, is the local checkpoint that Open starts from.
+var snapshotMagic = []byte("KGATESN1")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeMetaLocked writes the state except record bytes. Callers hold the
+// FSM goroutine (Apply is not running) so producer tables are stable.
+func (f *FSM) encodeMeta(e *enc) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	e.str(f.clusterID)
+	e.i64(f.nextProducerID)
+	names := make([]string, 0, len(f.topics))
+	for n := range f.topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	e.uvar(uint64(len(names)))
+	for _, n := range names {
+		t := f.topics[n]
+		e.str(t.Name)
+		e.b = append(e.b, t.ID[:]...)
+		cfg := make([]Config, 0, len(t.Configs))
+		for k, v := range t.Configs {
+			cfg = append(cfg, Config{k, v})
+		}
+		encodeConfigs(e, cfg)
+		e.uvar(uint64(len(t.Partitions)))
+		for _, p := range t.Partitions {
+			start, next := p.Log.Bounds()
+			e.i64(start)
+			e.i64(next)
+			p.encodeProducers(e)
+		}
+	}
+}
+
+func (p *Partition) encodeProducers(e *enc) {
+	ids := make([]int64, 0, len(p.producers))
+	for id := range p.producers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	e.uvar(uint64(len(ids)))
+	for _, id := range ids {
+		ps := p.producers[id]
+		e.i64(id)
+		e.i16(ps.epoch)
+		e.i64(ps.lastTs)
+		e.uvar(uint64(len(ps.recent)))
+		for _, r := range ps.recent {
+			e.i32(r.firstSeq)
+			e.i32(r.lastSeq)
+			e.i64(r.firstOffset)
+			e.i32(r.lastOffsetDelta)
+		}
+	}
+}
+
+// metaPartition is a decoded partition entry.
+type metaPartition struct {
+	start, next int64
+	producers   map[int64]*producerState
+}
+
+type metaTopic struct {
+	name    string
+	id      [16]byte
+	configs []Config
+	parts   []metaPartition
+}
+
+type meta struct {
+	clusterID      string
+	nextProducerID int64
+	topics         []metaTopic
+}
+
+func decodeMeta(d *dec) *meta {
+	m := &meta{clusterID: d.str(), nextProducerID: d.i64()}
+	nt := d.count(20)
+	for i := 0; i < nt && d.err == nil; i++ {
+		t := metaTopic{name: d.str()}
+		copy(t.id[:], d.take(16))
+		t.configs = decodeConfigs(d)
+		np := d.count(17)
+		for j := 0; j < np && d.err == nil; j++ {
+			mp := metaPartition{start: d.i64(), next: d.i64(), producers: map[int64]*producerState{}}
+			nprod := d.count(19)
+			for k := 0; k < nprod && d.err == nil; k++ {
+				id := d.i64()
+				ps := &producerState{epoch: d.i16(), lastTs: d.i64()}
+				nr := d.count(20)
+				for r := 0; r < nr && d.err == nil; r++ {
+					ps.recent = append(ps.recent, batchRecord{firstSeq: d.i32(), lastSeq: d.i32(), firstOffset: d.i64(), lastOffsetDelta: d.i32()})
+				}
+				mp.producers[id] = ps
+			}
+			t.parts = append(t.parts, mp)
+		}
+		m.topics = append(m.topics, t)
+	}
+	return m
+}
+
+// Snapshot is a point-in-time copy taken on the FSM goroutine and written
+// out later, while Apply goes on.
+type Snapshot struct {
+	Index  uint64
+	meta   []byte
+	ranges []*partlog.Range
+	logs   []*partlog.Log
+}
+
+// Snapshot captures the state as of the last applied entry. It must be
+// called where Apply is not running concurrently (Raft's FSM goroutine).
+func (f *FSM) Snapshot() (*Snapshot, error) {
+	s := &Snapshot{Index: f.applied.Load()}
+	e := &enc{}
+	f.encodeMeta(e)
+	s.meta = e.b
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range f.sortedTopicsLocked() {
+		for _, p := range t.Partitions {
+			r, err := p.Log.Range()
+			if err != nil {
+				s.Release()
+				return nil, err
+			}
+			s.ranges = append(s.ranges, r)
+			s.logs = append(s.logs, p.Log)
+		}
+	}
+	return s, nil
+}
+
+func (f *FSM) sortedTopicsLocked() []*Topic {
+	ts := make([]*Topic, 0, len(f.topics))
+	for _, t := range f.topics {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	return ts
+}
+
+// Persist writes the local checkpoint (after syncing the logs it covers) and
+// then the snapshot stream to w.
+func (s *Snapshot) Persist(f *FSM, w io.Writer) error {
+	for _, l := range s.logs {
+		if err := l.Sync(); err != nil {
+			return err
+		}
+	}
+	if err := f.writeCheckpoint(s.Index, s.meta); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := s.Encode(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// Release frees the files the snapshot holds open.
+func (s *Snapshot) Release() {
+	for _, r := range s.ranges {
+		r.Close()
+	}
+	s.ranges = nil
+}
+
+// Encode writes the snapshot stream.
+func (s *Snapshot) Encode(w io.Writer) error {
+	var hdr [8]byte
+	put := func(v uint64) error {
+		binary.BigEndian.PutUint64(hdr[:], v)
+		_, err := w.Write(hdr[:])
+		return err
+	}
+	if _, err := w.Write(snapshotMagic); err != nil {
+		return err
+	}
+	if err := put(s.Index); err != nil {
+		return err
+	}
+	if err := put(uint64(len(s.meta))); err != nil {
+		return err
+	}
+	if _, err := w.Write(s.meta); err != nil {
+		return err
+	}
+	for _, r := range s.ranges {
+		if err := put(uint64(r.Len())); err != nil {
+			return err
+		}
+		if _, err := r.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *FSM) writeCheckpoint(index uint64, meta []byte) error {
+	e := &enc{}
+	e.b = append(e.b, snapshotMagic...)
+	e.u64(index)
+	e.bytes(meta)
+	e.b = binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
+	tmp := f.checkpointPath() + ".tmp"
+	fh, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(e.b); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, f.checkpointPath()); err != nil {
+		return err
+	}
+	return syncDir(f.checkpointPath())
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(dirOf(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func dirOf(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			return path[:i]
+		}
+	}
+	return "."
+}
+
+// loadCheckpoint restores the checkpointed state, or leaves the FSM empty
+// when there is none. Partition directories the checkpoint does not name
+// are stale and removed.
+func (f *FSM) loadCheckpoint() error {
+	raw, err := os.ReadFile(f.checkpointPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return f.installMeta(0, &meta{nextProducerID: 1}, nil)
+	}
+	if err != nil {
+		return err
+	}
+	if len(raw) < len(snapshotMagic)+12 || !bytes.Equal(raw[:len(snapshotMagic)], snapshotMagic) {
+		return fmt.Errorf("fsm: checkpoint %s is not a kgate checkpoint", f.checkpointPath())
+	}
+	body, sum := raw[:len(raw)-4], binary.BigEndian.Uint32(raw[len(raw)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return fmt.Errorf("fsm: checkpoint %s fails its checksum", f.checkpointPath())
+	}
+	d := &dec{b: body[len(snapshotMagic):]}
+	index := d.u64()
+	m := decodeMeta(&dec{b: d.bytes()})
+	if d.err != nil {
+		return fmt.Errorf("fsm: checkpoint: %w", d.err)
+	}
+	return f.installMeta(index, m, nil)
+}
+
+// installMeta replaces the state with m. With data == nil the partition
+// logs are opened from disk and cut to the recorded offsets; otherwise they
+// are emptied and refilled from data (a snapshot stream).
+func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			p.Log.Close()
+		}
+	}
+	f.clusterID, f.nextProducerID, f.topics = m.clusterID, m.nextProducerID, map[string]*Topic{}
+	keep := map[string]bool{}
+	for _, mt := range m.topics {
+		t := &Topic{Name: mt.name, ID: mt.id, Configs: map[string]string{}}
+		for _, kv := range mt.configs {
+			t.Configs[kv.Key] = kv.Value
+		}
+		for i, mp := range mt.parts {
+			dir := partitionDir(f.topicsDir(), t.ID, int32(i))
+			keep[dir] = true
+			start, next := mp.start, mp.next
+			if data != nil {
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+				start, next = mp.start, mp.start
+			}
+			l, err := partlog.Open(dir, start, next, f.segmentBytes(t.Configs))
+			if err != nil {
+				return err
+			}
+			if data != nil {
+				if err := refill(l, data, mp.next); err != nil {
+					return fmt.Errorf("fsm: restore %s/%d: %w", t.Name, i, err)
+				}
+			}
+			t.Partitions = append(t.Partitions, &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers})
+		}
+		f.topics[t.Name] = t
+	}
+	entries, err := os.ReadDir(f.topicsDir())
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		dir := f.topicsDir() + "/" + e.Name()
+		if !keep[dir] {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	f.applied.Store(index)
+	return nil
+}
+
+// refill appends one partition's batches from a snapshot stream. The batches
+// carry their offsets; the first may start after the recorded log start
+// when a trim raced the snapshot, which replay then repeats harmlessly.
+func refill(l *partlog.Log, r io.Reader, next int64) error {
+	var n [8]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	remaining := int64(binary.BigEndian.Uint64(n[:]))
+	first := true
+	for remaining > 0 {
+		var hdr [61]byte
+		if remaining < int64(len(hdr)) {
+			return errShort
+		}
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return err
+		}
+		size := int64(binary.BigEndian.Uint32(hdr[8:12])) + 12
+		if size < int64(len(hdr)) || size > remaining {
+			return errShort
+		}
+		batch := make([]byte, size)
+		copy(batch, hdr[:])
+		if _, err := io.ReadFull(r, batch[len(hdr):]); err != nil {
+			return err
+		}
+		remaining -= size
+		base := int64(binary.BigEndian.Uint64(hdr[0:8]))
+		if first {
+			if err := l.Reset(base); err != nil {
+				return err
+			}
+			first = false
+		}
+		lastDelta := int32(binary.BigEndian.Uint32(hdr[23:27]))
+		maxTs := int64(binary.BigEndian.Uint64(hdr[35:43]))
+		if _, err := l.Append(batch, lastDelta, maxTs); err != nil {
+			return err
+		}
+	}
+	if l.Next() != next {
+		// Empty partitions (or fully trimmed ones) carry no batch: position them.
+		if first {
+			return l.Reset(next)
+		}
+		return fmt.Errorf("snapshot data ends at %d, metadata says %d", l.Next(), next)
+	}
+	return nil
+}
+
+// Restore replaces the state with a snapshot stream. When the local state
+// already covers the snapshot (a restart: the checkpoint is at least as new
+// and belongs to the same cluster), the local files are kept and the stream
+// is not read further.
+func (f *FSM) Restore(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var hdr [24]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	if !bytes.Equal(hdr[:8], snapshotMagic) {
+		return fmt.Errorf("fsm: restore: not a kgate snapshot")
+	}
+	index := binary.BigEndian.Uint64(hdr[8:16])
+	metaLen := binary.BigEndian.Uint64(hdr[16:24])
+	if metaLen > 1<<30 {
+		return fmt.Errorf("fsm: restore: metadata of %d bytes", metaLen)
+	}
+	raw := make([]byte, metaLen)
+	if _, err := io.ReadFull(br, raw); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	d := &dec{b: raw}
+	m := decodeMeta(d)
+	if d.err != nil {
+		return fmt.Errorf("fsm: restore: %w", d.err)
+	}
+	if f.Applied() >= index && f.ClusterID() == m.clusterID {
+		f.log.Info("local state covers snapshot; keeping it", "snapshot_index", index, "applied", f.Applied())
+		return nil
+	}
+	if err := f.installMeta(index, m, br); err != nil {
+		return err
+	}
+	if err := f.syncLogs(); err != nil {
+		return err
+	}
+	return f.writeCheckpoint(index, raw)
+}
+
+func (f *FSM) syncLogs() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			if err := p.Log.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection: a reader that decodes and starts requests
+// in order, and a writer that sends their answers in the same order.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	log *slog.Logger
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String())}
+}
+
+type pending struct {
+	corr  int32
+	reply Reply
+}
+
+func (c *conn) serve(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	defer c.nc.Close()
+	queue := make(chan pending, c.s.cfg.MaxInFlight)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.write(ctx, queue)
+		cancel()
+		c.nc.Close() // unblock the reader if the writer failed
+	}()
+	c.read(ctx, queue)
+	close(queue)
+	<-writerDone
+}
+
+func (c *conn) read(ctx context.Context, queue chan<- pending) {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for ctx.Err() == nil {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.log.Debug("read", "err", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.s.cfg.MaxFrameBytes {
+			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
+			return
+		}
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+		// Grow with the bytes that really arrive instead of trusting size.
+		var buf bytes.Buffer
+		if size <= 64<<10 {
+			buf.Grow(int(size))
+		}
+		if _, err := io.CopyN(&buf, br, int64(size)); err != nil {
+			c.log.Debug("read frame", "err", err)
+			return
+		}
+		p, ok := c.start(ctx, buf.Bytes())
+		if !ok {
+			return
+		}
+		if p.reply.none {
+			continue
+		}
+		select {
+		case queue <- p:
+		case <-ctx.Done():
+			return
+		}
+		if p.reply.close {
+			return
+		}
+	}
+}
+
+// start decodes one frame and runs its handler. ok=false closes the connection.
+func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
+	hdr, req, body, err := ParseRequest(frame)
+	if err != nil {
+		c.log.Warn("closing connection: bad request header", "api_key", hdr.Key, "version", hdr.Version, "err", err)
+		return pending{}, false
+	}
+	h, known := c.s.handlers[hdr.Key]
+	if hdr.Key == apiVersionsKey && (!known || hdr.Version > h.max || hdr.Version < h.min) {
+		// KIP-511: answer in v0 with our ranges so the client can pick.
+		return pending{corr: hdr.CorrelationID, reply: now(c.s.unsupportedAPIVersions())}, true
+	}
+	if !known || hdr.Version < h.min || hdr.Version > h.max {
+		c.log.Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
+		return pending{}, false
+	}
+	if err := DecodeBody(req, body); err != nil {
+		c.log.Warn("closing connection", "err", err)
+		return pending{}, false
+	}
+	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String()}
+	reply := h.fn(ctx, r)
+	if reply.close {
+		return pending{}, false
+	}
+	return pending{corr: hdr.CorrelationID, reply: reply}, true
+}
+
+func (c *conn) write(ctx context.Context, queue <-chan pending) {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var out []byte
+	for p := range queue {
+		resp := p.reply.resp
+		if p.reply.later != nil {
+			select {
+			case resp = <-p.reply.later:
+			case <-ctx.Done():
+				return
+			}
+		}
+		out = AppendResponse(out[:0], p.corr, resp)
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+		if _, err := bw.Write(out); err != nil {
+			return
+		}
+		if len(queue) == 0 {
+			if err := bw.Flush(); err != nil {
+				return
+			}
+		}
+		if cap(out) > 1<<20 {
+			out = nil // don't pin a large fetch buffer to an idle connection
+		}
+	}
+	bw.Flush()
+}

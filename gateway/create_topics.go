@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.CreateTopicsRequest)
+	if len(req.Topics) > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	return later(func() kmsg.Response {
+		seen := map[string]int{}
+		for _, t := range req.Topics {
+			seen[t.Topic]++
+		}
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, seen[t.Topic] > 1))
+		}
+		return resp
+	})
+}
+
+func (s *Server) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic, dup bool) kmsg.CreateTopicsResponseTopic {
+	rt := kmsg.NewCreateTopicsResponseTopic()
+	rt.Topic = t.Topic
+	rt.NumPartitions, rt.ReplicationFactor = -1, -1
+	fail := func(code *kerr.Error, msg string) kmsg.CreateTopicsResponseTopic {
+		rt.ErrorCode = code.Code
+		rt.ErrorMessage = &msg
+		return rt
+	}
+	if dup {
+		return fail(kerr.InvalidRequest, "topic named more than once in the request")
+	}
+	if !validTopicName(t.Topic) {
+		return fail(kerr.InvalidTopicException, "topic names are 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+	}
+	parts := t.NumPartitions
+	if parts == -1 {
+		parts = s.cfg.DefaultPartitions
+	}
+	if len(t.ReplicaAssignment) > 0 {
+		return fail(kerr.InvalidRequest, "manual replica assignment is not supported")
+	}
+	if parts <= 0 || parts > 100000 {
+		return fail(kerr.InvalidPartitions, "number of partitions must be between 1 and 100000")
+	}
+	if rf := t.ReplicationFactor; rf != -1 && (rf < 1 || int(rf) > max(1, len(s.cluster.Brokers()))) {
+		return fail(kerr.InvalidReplicationFactor, "replication factor must be -1 or between 1 and the number of nodes")
+	}
+	cfg := map[string]string{}
+	for _, c := range t.Configs {
+		if c.Value != nil {
+			cfg[c.Name] = *c.Value
+		}
+	}
+	if err := checkTopicConfigs(cfg); err != nil {
+		return fail(kerr.InvalidConfig, err.Error())
+	}
+	if _, exists := s.backend.Topic(t.Topic); exists {
+		return fail(kerr.TopicAlreadyExists, "topic '"+t.Topic+"' already exists")
+	}
+	if !req.ValidateOnly {
+		if err := s.backend.CreateTopic(ctx, TopicSpec{Name: t.Topic, Partitions: parts, Configs: cfg}); err != nil {
+			rt.ErrorCode = ErrorCode(err)
+			msg := err.Error()
+			rt.ErrorMessage = &msg
+			return rt
+		}
+		if info, ok := s.backend.Topic(t.Topic); ok {
+			rt.TopicID = info.ID
+		}
+	}
+	rt.NumPartitions = parts
+	rt.ReplicationFactor = int16(max(1, len(s.cluster.Brokers())))
+	for _, name := range topicConfigNames() {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name = name
+		v, set := cfg[name]
+		if !set {
+			v = topicConfigs[name].def
+			c.Source = 5 // DEFAULT_CONFIG
+		} else {
+			c.Source = 1 // DYNAMIC_TOPIC_CONFIG
+		}
+		c.Value = &v
+		rt.Configs = append(rt.Configs, c)
+	}
+	return rt
+}

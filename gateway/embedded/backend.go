@@ -1,0 +1,253 @@
+// Package embedded is the backend that keeps records in kgate's own log:
+// every change is an fsm command proposed through the Raft node, so a
+// cluster replicates data the same way it replicates group state.
+package embedded
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/fsm/partlog"
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/records"
+)
+
+// Backend implements gateway.Backend over the replicated FSM.
+type Backend struct {
+	node *cluster.Node
+	fsm  *fsm.FSM
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// New makes the backend.
+func New(node *cluster.Node, f *fsm.FSM, log *slog.Logger) *Backend {
+	return &Backend{node: node, fsm: f, log: log, now: time.Now}
+}
+
+var _ gateway.Backend = (*Backend)(nil)
+
+func toInfo(t *fsm.TopicInfo) gateway.TopicInfo {
+	return gateway.TopicInfo{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: t.Configs}
+}
+
+// Topics lists every topic.
+func (b *Backend) Topics() []gateway.TopicInfo {
+	ts := b.fsm.Topics()
+	out := make([]gateway.TopicInfo, len(ts))
+	for i, t := range ts {
+		out[i] = toInfo(t)
+	}
+	return out
+}
+
+// Topic returns one topic.
+func (b *Backend) Topic(name string) (gateway.TopicInfo, bool) {
+	t := b.fsm.Topic(name)
+	if t == nil {
+		return gateway.TopicInfo{}, false
+	}
+	return toInfo(t), true
+}
+
+// TopicName resolves a topic id.
+func (b *Backend) TopicName(id [16]byte) (string, bool) {
+	n := b.fsm.TopicByID(id)
+	return n, n != ""
+}
+
+// PartitionLeader: the Raft leader leads every partition.
+func (b *Backend) PartitionLeader(topic string, partition int32) (int32, bool) {
+	if b.fsm.Partition(topic, partition) == nil {
+		return -1, false
+	}
+	return b.node.LeaderID()
+}
+
+// propose applies a command on the leader and maps the outcome to a code.
+func (b *Backend) propose(ctx context.Context, cmd fsm.Command, notLeader *kerr.Error) (any, error) {
+	res, err := b.node.Propose(ctx, fsm.Encode(cmd), false)
+	if errors.Is(err, cluster.ErrNotLeader) {
+		return nil, notLeader
+	}
+	if err != nil {
+		b.log.Warn("proposal failed", "kind", cmd.Kind(), "err", err)
+		return nil, kerr.RequestTimedOut
+	}
+	if cr, ok := res.(*fsm.CodeResult); ok && cr.Code != 0 {
+		return nil, kerr.ErrorForCode(cr.Code)
+	}
+	return res, nil
+}
+
+// CreateTopic creates a topic with a fresh id.
+func (b *Backend) CreateTopic(ctx context.Context, spec gateway.TopicSpec) error {
+	cmd := &fsm.CreateTopic{Name: spec.Name, Partitions: spec.Partitions}
+	rand.Read(cmd.ID[:])
+	cmd.ID[6] = cmd.ID[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's are
+	cmd.ID[8] = cmd.ID[8]&0x3f | 0x80
+	for k, v := range spec.Configs {
+		cmd.Configs = append(cmd.Configs, fsm.Config{Key: k, Value: v})
+	}
+	_, err := b.propose(ctx, cmd, kerr.NotController)
+	return err
+}
+
+// DeleteTopic deletes a topic and its data.
+func (b *Backend) DeleteTopic(ctx context.Context, name string) error {
+	_, err := b.propose(ctx, &fsm.DeleteTopic{Name: name}, kerr.NotController)
+	return err
+}
+
+// CreatePartitions grows a topic.
+func (b *Backend) CreatePartitions(ctx context.Context, name string, count int32) error {
+	_, err := b.propose(ctx, &fsm.CreatePartitions{Name: name, Count: count}, kerr.NotController)
+	return err
+}
+
+// Produce proposes one Append for all batches of a request.
+func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) func() []gateway.ProduceResult {
+	fail := func(err error) func() []gateway.ProduceResult {
+		out := make([]gateway.ProduceResult, len(batches))
+		for i := range out {
+			out[i] = gateway.ProduceResult{Err: err, BaseOffset: -1, LogStartOffset: -1}
+		}
+		return func() []gateway.ProduceResult { return out }
+	}
+	if !b.node.IsLeader() {
+		return fail(kerr.NotLeaderForPartition)
+	}
+	cmd := &fsm.Append{NowMs: b.now().UnixMilli(), Batches: make([]fsm.Batch, len(batches))}
+	for i, pb := range batches {
+		cmd.Batches[i] = fsm.Batch{
+			Topic: pb.Topic, Partition: pb.Partition, Data: pb.Data,
+			LastOffsetDelta: pb.LastOffsetDelta, MaxTimestamp: pb.MaxTimestamp,
+			ProducerID: pb.ProducerID, ProducerEpoch: pb.ProducerEpoch, BaseSequence: pb.BaseSequence,
+		}
+	}
+	fut := b.node.ProposeAsync(fsm.EncodeAppend(cmd))
+	return func() []gateway.ProduceResult {
+		res, err := fut.Result()
+		if err != nil {
+			if errors.Is(err, cluster.ErrNotLeader) {
+				return fail(kerr.NotLeaderForPartition)()
+			}
+			b.log.Warn("append failed", "err", err)
+			return fail(kerr.RequestTimedOut)()
+		}
+		ar := res.(*fsm.AppendResults)
+		out := make([]gateway.ProduceResult, len(ar.Results))
+		for i, r := range ar.Results {
+			out[i] = gateway.ProduceResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset}
+			if r.Code != 0 {
+				out[i].Err = kerr.ErrorForCode(r.Code)
+			}
+		}
+		return out
+	}
+}
+
+func (b *Backend) partition(topic string, p int32) (*fsm.Partition, error) {
+	part := b.fsm.Partition(topic, p)
+	if part == nil {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	return part, nil
+}
+
+// Read returns batches from offset.
+func (b *Backend) Read(_ context.Context, topic string, p int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+	part, err := b.partition(topic, p)
+	if err != nil {
+		return gateway.ReadResult{HighWatermark: -1, LogStartOffset: -1}, err
+	}
+	data, err := part.Log.Read(offset, maxBytes)
+	start, next := part.Log.Bounds()
+	res := gateway.ReadResult{Records: data, HighWatermark: next, LogStartOffset: start}
+	if errors.Is(err, partlog.ErrOffsetOutOfRange) {
+		return res, kerr.OffsetOutOfRange
+	}
+	if err != nil {
+		b.log.Error("read", "topic", topic, "partition", p, "err", err)
+		return res, kerr.KafkaStorageError
+	}
+	return res, nil
+}
+
+// Watch returns a channel closed by the partition's next append.
+func (b *Backend) Watch(topic string, p int32) (<-chan struct{}, error) {
+	part, err := b.partition(topic, p)
+	if err != nil {
+		return nil, err
+	}
+	return part.Log.Wait(), nil
+}
+
+// Offsets returns the log start offset and high watermark.
+func (b *Backend) Offsets(topic string, p int32) (int64, int64, error) {
+	part, err := b.partition(topic, p)
+	if err != nil {
+		return -1, -1, err
+	}
+	start, next := part.Log.Bounds()
+	return start, next, nil
+}
+
+// OffsetForTime finds the first record at or after ts.
+func (b *Backend) OffsetForTime(_ context.Context, topic string, p int32, ts int64) (int64, int64, error) {
+	part, err := b.partition(topic, p)
+	if err != nil {
+		return -1, -1, err
+	}
+	batch, err := part.Log.FindTimestamp(ts)
+	if err != nil {
+		return -1, -1, kerr.KafkaStorageError
+	}
+	if batch == nil {
+		return -1, -1, nil
+	}
+	start := part.Log.Start()
+	_, recs, err := records.Records(batch, 64<<20)
+	if err != nil {
+		return -1, -1, kerr.KafkaStorageError
+	}
+	for _, r := range recs {
+		if r.Offset >= start && r.Timestamp >= ts {
+			return r.Offset, r.Timestamp, nil
+		}
+	}
+	return -1, -1, nil
+}
+
+// MaxTimestampOffset finds the record with the largest timestamp.
+func (b *Backend) MaxTimestampOffset(ctx context.Context, topic string, p int32) (int64, int64, error) {
+	part, err := b.partition(topic, p)
+	if err != nil {
+		return -1, -1, err
+	}
+	maxTs := int64(-1)
+	for _, s := range part.Log.Segments() {
+		maxTs = max(maxTs, s.MaxTs)
+	}
+	if maxTs < 0 {
+		return -1, -1, nil
+	}
+	return b.OffsetForTime(ctx, topic, p, maxTs)
+}
+
+// InitProducerID allocates a producer id through the FSM.
+func (b *Backend) InitProducerID(ctx context.Context) (int64, int16, error) {
+	res, err := b.propose(ctx, &fsm.InitProducerID{}, kerr.NotCoordinator)
+	if err != nil {
+		return -1, -1, err
+	}
+	r := res.(*fsm.ProducerIDResult)
+	return r.ProducerID, r.Epoch, nil
+}

@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/kgate/kgate/cluster"
+)
+
+const apiVersionsKey = 18
+
+// handlerTable lists every API we answer and the versions we really
+// implement; ApiVersions advertises exactly this table.
+func (s *Server) handlerTable() map[int16]handler {
+	return map[int16]handler{
+		0:  {0, 12, s.handleProduce}, // v0-2 advertised for librdkafka's version check, answered UNSUPPORTED_VERSION
+		1:  {4, 16, s.handleFetch},
+		2:  {1, 8, s.handleListOffsets},
+		3:  {0, 12, s.handleMetadata},
+		18: {0, 4, s.handleAPIVersions},
+		19: {2, 7, s.handleCreateTopics},
+		20: {1, 6, s.handleDeleteTopics},
+		22: {0, 5, s.handleInitProducerID},
+		23: {2, 4, s.handleOffsetForLeaderEpoch},
+		32: {1, 4, s.handleDescribeConfigs},
+		37: {0, 3, s.handleCreatePartitions},
+		60: {0, 1, s.handleDescribeCluster},
+	}
+}
+
+// brokerAddr splits a node's advertised Kafka address for Metadata.
+func brokerAddr(n cluster.NodeInfo) (string, int32) {
+	host, port, err := net.SplitHostPort(n.KafkaAddr)
+	if err != nil {
+		return n.KafkaAddr, 9092
+	}
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+// controllerID is the node clients should send admin requests to.
+func (s *Server) controllerID() int32 {
+	if id, ok := s.cluster.LeaderID(); ok {
+		return id
+	}
+	return -1
+}
+
+// validTopicName applies Kafka's rules: 1-249 of [a-zA-Z0-9._-], not "." or "..".
+func validTopicName(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

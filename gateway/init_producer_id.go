@@ -1,0 +1,28 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		// kgate has no transactions: a fatal, non-retriable answer.
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return now(resp)
+	}
+	return later(func() kmsg.Response {
+		id, epoch, err := s.backend.InitProducerID(ctx)
+		if err != nil {
+			resp.ErrorCode = ErrorCode(err)
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
+		return resp
+	})
+}

@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets special timestamps.
+const (
+	latestTimestamp        = -1
+	earliestTimestamp      = -2
+	maxTimestamp           = -3
+	earliestLocalTimestamp = -4
+)
+
+func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	if n > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+	self := s.cluster.Self().ID
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+			if leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition); !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if leader != self {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			} else {
+				sp.Offset, sp.Timestamp, sp.ErrorCode = s.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return now(resp)
+}
+
+func (s *Server) listOffset(ctx context.Context, topic string, p int32, ts int64) (offset, timestamp int64, code int16) {
+	switch ts {
+	case latestTimestamp, earliestTimestamp, earliestLocalTimestamp:
+		start, end, err := s.backend.Offsets(topic, p)
+		if err != nil {
+			return -1, -1, ErrorCode(err)
+		}
+		if ts == latestTimestamp {
+			return end, -1, 0
+		}
+		return start, -1, 0
+	case maxTimestamp:
+		off, t, err := s.backend.MaxTimestampOffset(ctx, topic, p)
+		return off, t, ErrorCode(err)
+	}
+	if ts < 0 {
+		return -1, -1, kerr.InvalidRequest.Code
+	}
+	off, t, err := s.backend.OffsetForTime(ctx, topic, p, ts)
+	return off, t, ErrorCode(err)
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const authorizedOpsUnset = -2147483648
+
+func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for _, n := range s.cluster.Brokers() {
+		host, port := brokerAddr(n)
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: n.ID, Host: host, Port: port})
+	}
+	cid := s.cluster.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = s.controllerID()
+	if len(req.Topics) > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+
+	// v0 and a null list (v1+) both mean every topic.
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
+		for _, t := range s.backend.Topics() {
+			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+		}
+		return now(resp)
+	}
+	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		var name string
+		switch {
+		case rt.Topic != nil:
+			name = *rt.Topic
+		case rt.TopicID != [16]byte{}:
+			n, ok := s.backend.TopicName(rt.TopicID)
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			name = n
+		}
+		resp.Topics = append(resp.Topics, s.lookupTopic(ctx, name, autoCreate))
+	}
+	return now(resp)
+}
+
+func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool) kmsg.MetadataResponseTopic {
+	fail := func(code int16) kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.ErrorCode = code
+		return mt
+	}
+	if !validTopicName(name) {
+		return fail(kerr.InvalidTopicException.Code)
+	}
+	if t, ok := s.backend.Topic(name); ok {
+		return s.topicMetadata(t)
+	}
+	if !autoCreate {
+		return fail(kerr.UnknownTopicOrPartition.Code)
+	}
+	err := s.backend.CreateTopic(ctx, TopicSpec{Name: name, Partitions: s.cfg.DefaultPartitions})
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		s.log.Debug("auto-create topic", "topic", name, "err", err)
+		// Kafka answers a topic being created elsewhere as not yet led.
+		return fail(kerr.LeaderNotAvailable.Code)
+	}
+	if t, ok := s.backend.Topic(name); ok {
+		return s.topicMetadata(t)
+	}
+	return fail(kerr.LeaderNotAvailable.Code)
+}
+
+func (s *Server) topicMetadata(t TopicInfo) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.AuthorizedOperations = authorizedOpsUnset
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, t.Partitions)
+	for p := int32(0); p < t.Partitions; p++ {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p
+		leader, ok := s.backend.PartitionLeader(t.Name, p)
+		if !ok {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			leader = -1
+		}
+		mp.Leader = leader
+		mp.LeaderEpoch = 0
+		if ok {
+			mp.Replicas = []int32{leader}
+			mp.ISR = []int32{leader}
+		} else {
+			mp.Replicas, mp.ISR = []int32{}, []int32{}
+		}
+		mp.OfflineReplicas = []int32{}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

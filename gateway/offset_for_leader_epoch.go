@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// leaderEpoch is the one epoch partitions have: leadership moves with the
+// Raft leader and the log is the same on every voter, so clients never need
+// to truncate.
+const leaderEpoch = 0
+
+func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	self := s.cluster.Self().ID
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition)
+			switch {
+			case !ok:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case leader != self:
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			case rp.CurrentLeaderEpoch > leaderEpoch:
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case rp.LeaderEpoch > leaderEpoch:
+				// An epoch we never had: undefined, as Kafka answers.
+			default:
+				_, end, err := s.backend.Offsets(rt.Topic, rp.Partition)
+				sp.ErrorCode = ErrorCode(err)
+				sp.LeaderEpoch, sp.EndOffset = leaderEpoch, end
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return now(resp)
+}

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway/records"
+)
+
+func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	if n > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+
+	// Fill every partition's answer up front; batches that pass the checks
+	// are marked pending and filled in when the backend answers.
+	type slot struct{ t, p int }
+	var batches []ProduceBatch
+	var slots []slot
+	topLevel := int16(0)
+	switch {
+	case req.Version < 3:
+		topLevel = kerr.UnsupportedVersion.Code // message formats v0/v1 are gone
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		topLevel = kerr.InvalidRequiredAcks.Code
+	case req.TransactionID != nil:
+		topLevel = kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	for ti, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		info, known := s.backend.Topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			sp.LogStartOffset = -1
+			code := topLevel
+			if code == 0 {
+				switch {
+				case !known || rp.Partition < 0 || rp.Partition >= info.Partitions:
+					code = kerr.UnknownTopicOrPartition.Code
+				default:
+					if leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition); !ok || leader != s.cluster.Self().ID {
+						code = kerr.NotLeaderForPartition.Code
+					}
+				}
+			}
+			if code == 0 {
+				b, err := s.checkBatch(rt.Topic, rp.Partition, rp.Records)
+				if err != nil {
+					code = ErrorCode(err)
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+				} else {
+					batches = append(batches, b)
+					slots = append(slots, slot{ti, len(st.Partitions)})
+				}
+			}
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	var wait func() []ProduceResult
+	if len(batches) > 0 {
+		wait = s.backend.Produce(ctx, batches)
+	}
+	if req.Acks == 0 {
+		return Reply{none: true}
+	}
+	if wait == nil {
+		return now(resp)
+	}
+	return later(func() kmsg.Response {
+		for i, res := range wait() {
+			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
+			sp.ErrorCode = ErrorCode(res.Err)
+			if res.Err == nil {
+				sp.BaseOffset = res.BaseOffset
+				sp.LogStartOffset = res.LogStartOffset
+			}
+		}
+		return resp
+	})
+}
+
+// checkBatch validates one partition's records as a Kafka broker does: one
+// magic-2 batch, intact, not transactional, within the size limit.
+func (s *Server) checkBatch(topic string, partition int32, data []byte) (ProduceBatch, error) {
+	if len(data) > s.cfg.MaxMessageBytes {
+		return ProduceBatch{}, kerr.MessageTooLarge
+	}
+	hdrs, err := records.Validate(data, int(s.cfg.MaxFrameBytes))
+	if err != nil {
+		return ProduceBatch{}, batchError(err)
+	}
+	if len(hdrs) != 1 {
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a produce request must hold exactly one record batch per partition")
+	}
+	h := hdrs[0]
+	if h.Transactional() || h.Control() {
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "kgate does not support transactions")
+	}
+	return ProduceBatch{
+		Topic: topic, Partition: partition, Data: data,
+		LastOffsetDelta: h.LastOffsetDelta, MaxTimestamp: h.MaxTimestamp,
+		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
+		NumRecords: h.NumRecords,
+	}, nil
+}
+
+func batchError(err error) error {
+	switch {
+	case errors.Is(err, records.ErrCorrupt):
+		return withMessage(kerr.CorruptMessage, err.Error())
+	case errors.Is(err, records.ErrUnsupportedCompression):
+		return withMessage(kerr.UnsupportedCompressionType, err.Error())
+	case errors.Is(err, records.ErrTooLarge):
+		return withMessage(kerr.MessageTooLarge, err.Error())
+	default:
+		return withMessage(kerr.InvalidRecord, err.Error())
+	}
+}
+
+// codedError carries a Kafka code and a message for the client.
+type codedError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.code.Message + ": " + e.msg }
+func (e *codedError) Unwrap() error { return e.code }
+
+func withMessage(code *kerr.Error, msg string) error { return &codedError{code: code, msg: msg} }

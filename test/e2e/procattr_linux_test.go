@@ -1,0 +1,17 @@
+//go:build linux
+
+package e2e
+
+import "syscall"
+
+// serverProcAttr makes the kernel kill kgate if the test binary dies without
+// running its cleanups (for example on a go test -timeout panic).
+func serverProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// groupProcAttr puts a client program in its own process group so that a
+// timeout kills the program and everything it started.
+func groupProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package e2e
+
+import "syscall"
+
+func serverProcAttr() *syscall.SysProcAttr { return nil }
+
+func groupProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
