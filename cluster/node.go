@@ -32,6 +32,7 @@ type Config struct {
 	RaftAddr         string // listen and advertise address of the Raft transport
 	KafkaAddr        string // advertised Kafka address of this node
 	BootstrapExpect  int
+	Fsync            bool // fsync the Raft log on every commit (power-loss safety)
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
 	LeaderLease      time.Duration
@@ -79,7 +80,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), NoSync: !cfg.Fsync})
 	if err != nil {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}

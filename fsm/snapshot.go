@@ -328,6 +328,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 				if err := refill(l, data, mp.next); err != nil {
 					return fmt.Errorf("fsm: restore %s/%d: %w", t.Name, i, err)
 				}
+				// The first batch may start before the log start offset.
+				if err := l.TrimTo(mp.start); err != nil {
+					return err
+				}
 			}
 			t.Partitions = append(t.Partitions, &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers})
 		}

@@ -17,6 +17,9 @@
 #   BENCH_TARGETS        targets to run, in order (default "kgate kafka")
 #   KGATE_START_TIMEOUT  seconds to wait for kgate's Kafka port (default 60)
 #   KEEP_WORK=1          keep the work directory (logs, results) on success
+
+# Functions are called from traps and as "run_$target".
+# shellcheck disable=SC2317
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,7 +37,7 @@ readonly TARGETS
 if (($# > 0)); then
 	BENCH_ARGS=("$@")
 else
-	BENCH_ARGS=(-partitions 1,8 -records 200000)
+	BENCH_ARGS=(-partitions "1,8" -records 200000)
 fi
 readonly BENCH_ARGS
 

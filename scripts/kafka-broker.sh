@@ -195,7 +195,7 @@ start() {
 	# setsid: own session, so the broker outlives this shell and is not hit
 	# by the caller's terminal signals; stopped only via `stop`.
 	setsid nohup "${java[@]}" kafka.Kafka "$DIR/server.properties" \
-		>"$DIR/broker.log" 2>&1 </dev/null &
+		>"$DIR/broker.log" 2>&1 </dev/null 8>&- &
 	pid=$!
 	echo "$pid" >"$DIR/broker.pid"
 
@@ -241,7 +241,7 @@ stop() {
 	else
 		log "not running"
 	fi
-	rm -rf "$DIR/data"
+	[[ ! -d "$DIR" ]] || rm -rf "$DIR/data"
 }
 
 status() {
@@ -257,9 +257,20 @@ status() {
 
 (($# >= 1 && $# <= 2)) || usage
 DIR="${2:-${KAFKA_BROKER_DIR:-${TMPDIR:-/tmp}/kgate-kafka-broker}}"
-mkdir -p "$DIR"
-DIR="$(cd "$DIR" && pwd)"
+[[ "$1" != start ]] || mkdir -p "$DIR"
+# Absolute, so the pid check matches the command line whatever the cwd.
+if [[ -d "$DIR" ]]; then
+	DIR="$(cd "$DIR" && pwd)"
+else
+	DIR="$(realpath -m "$DIR")"
+fi
 readonly DIR
+
+# Serialise start/stop on the same DIR (the broker does not inherit the lock).
+if [[ "$1" == start || ( "$1" == stop && -d "$DIR" ) ]]; then
+	exec 8>"$DIR/.lock"
+	flock -w 180 8 || die "another start/stop on $DIR is still running"
+fi
 
 case "$1" in
 start) start ;;

@@ -24,6 +24,7 @@ type config struct {
 	records     int64         // records to produce per run; 0 when duration is used
 	duration    time.Duration // produce for this long per run; 0 when records is used
 	rate        int           // total records/s across producers; 0 = unlimited
+	warmup      int64         // records of an unreported warm-up run; 0 = none
 
 	acks        string
 	producers   int
@@ -76,6 +77,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&cfg.recordBytes, "record-bytes", 1024, "record value size in `bytes`")
 	fs.Int64Var(&records, "records", 100000, "records to produce per run (exclusive with -duration)")
 	fs.DurationVar(&cfg.duration, "duration", 0, "produce for this long per run instead of a fixed -records count")
+	fs.Int64Var(&cfg.warmup, "warmup", 50000, "records of an unreported warm-up run before the measured runs (0 = none); JVM brokers need it")
 	fs.IntVar(&cfg.rate, "rate", 0, "target produce rate in records/s across all producers (0 = as fast as possible)")
 	fs.StringVar(&cfg.acks, "acks", "all", "required acks: all, leader (1) or none (0); idempotence is on only with all")
 	fs.IntVar(&cfg.producers, "producers", 1, "concurrent producer clients, each with its own connections")
@@ -134,6 +136,8 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		return config{}, errors.New("-record-bytes must not be negative")
 	case cfg.producers < 1:
 		return config{}, errors.New("-producers must be at least 1")
+	case cfg.warmup < 0:
+		return config{}, errors.New("-warmup must not be negative")
 	case cfg.rate < 0:
 		return config{}, errors.New("-rate must not be negative")
 	case cfg.batchMaxBytes < 1<<10:

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	adm := kadm.NewClient(admCl)
 	defer adm.Close()
 
+	if cfg.warmup > 0 {
+		warmup(ctx, log, cfg, adm)
+	}
 	var results []result
 	for _, n := range cfg.partitions {
 		if ctx.Err() != nil {
@@ -79,6 +83,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// warmup runs an unreported, unpaced round of cfg.warmup records on the
+// largest partition count, so that a JVM broker's JIT and the page cache are
+// warm before the first measured run. A failure is only logged: the measured
+// runs report it.
+func warmup(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client) {
+	w := cfg
+	w.records, w.duration, w.rate = cfg.warmup, 0, 0
+	w.topicPrefix = cfg.topicPrefix + "-warmup"
+	log.Info("warming up", "records", w.records)
+	if r := runOne(ctx, log, w, adm, slices.Max(cfg.partitions)); !r.OK {
+		log.Warn("warm-up failed", "err", r.Error)
+	}
 }
 
 // runOne benchmarks one partition count on a fresh topic.

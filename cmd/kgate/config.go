@@ -36,6 +36,7 @@ type config struct {
 	RaftSnapshotEvery  uint64
 	RaftTrailingLogs   uint64
 	LogLevel           string
+	Fsync              bool
 }
 
 func newFlagSet(c *config) *flag.FlagSet {
@@ -62,6 +63,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.RaftElection, "raft-election-timeout", time.Second, "Raft election timeout")
 	fs.Uint64Var(&c.RaftSnapshotEvery, "raft-snapshot-threshold", 16384, "Raft entries between snapshots")
 	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 4096, "Raft entries kept after a snapshot")
+	fs.BoolVar(&c.Fsync, "fsync", true, "fsync the Raft log before acknowledging; false trusts the page cache as Kafka does (survives kill -9, not power loss)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
 }

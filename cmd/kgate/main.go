@@ -55,6 +55,7 @@ func serve(ctx context.Context, cfg *config) error {
 		RaftAddr:         cfg.RaftAddr,
 		KafkaAddr:        cfg.AdvertiseKafkaAddr,
 		BootstrapExpect:  cfg.BootstrapExpect,
+		Fsync:            cfg.Fsync,
 		HeartbeatTimeout: cfg.RaftHeartbeat,
 		ElectionTimeout:  cfg.RaftElection,
 		SnapshotEvery:    cfg.RaftSnapshotEvery,

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -657,4 +658,35 @@ func BenchmarkRecords(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestConcurrent exercises the decoder pools from many goroutines (run
+// with -race).
+func TestConcurrent(t *testing.T) {
+	var batches [][]byte
+	for _, c := range codecs {
+		batches = append(batches, mustBuild(t, Builder{Codec: c}, sampleRecords()))
+	}
+	bomb := rawBatch(int16(Zstd), 1, zstdEncoder().EncodeAll(make([]byte, 2<<20), nil))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				b := batches[(g+i)%len(batches)]
+				if _, err := Validate(b, testLimit); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, recs, err := Records(b, testLimit); err != nil || len(recs) != len(sampleRecords()) {
+					t.Error(len(recs), err)
+					return
+				}
+				if _, err := Validate(bomb, testLimit); !errors.Is(err, ErrTooLarge) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

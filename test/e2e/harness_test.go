@@ -31,6 +31,10 @@ const (
 
 var allCodecs = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 
+// topicConfig is passed to every CreateTopics: the records' timestamps are in
+// 2023, so a time-based retention check must not delete them.
+var topicConfig = map[string]string{"retention.ms": "-1"}
+
 // kafkaClient is one client under test.
 type kafkaClient struct {
 	name string
@@ -114,7 +118,11 @@ func kadmCreateTopic(ctx context.Context, bootstrap, topic string) error {
 		return err
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, numPartitions, 1, nil, topic)
+	cfg := map[string]*string{}
+	for k, v := range topicConfig {
+		cfg[k] = &v
+	}
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, numPartitions, 1, cfg, topic)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,11 @@ func saramaCreateTopic(ctx context.Context, bootstrap, topic string) error {
 			return err
 		}
 		defer adm.Close()
-		return adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: numPartitions, ReplicationFactor: 1}, false)
+		detail := &sarama.TopicDetail{NumPartitions: numPartitions, ReplicationFactor: 1, ConfigEntries: map[string]*string{}}
+		for k, v := range topicConfig {
+			detail.ConfigEntries[k] = &v
+		}
+		return adm.CreateTopic(topic, detail, false)
 	})
 }
 

@@ -17,6 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 CLIENT = "confluent-kafka-python"
 PARTITIONS = 3
 BASE_TS = 1700000000000
+# The records' timestamps are in 2023: ask for unlimited retention so that a
+# time-based retention check does not delete them.
+TOPIC_CONFIG = {"retention.ms": "-1"}
 VERIFY_TIMEOUT = 90.0
 
 
@@ -39,7 +42,8 @@ def record(i):
 
 def create(bootstrap, topic, partitions):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                                            config=TOPIC_CONFIG)],
                                   operation_timeout=30, request_timeout=30)
     futures[topic].result(timeout=60)
     return {}

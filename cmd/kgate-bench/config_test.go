@@ -1,0 +1,44 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	cfg, err := parseConfig([]string{"-brokers", "a:1, b:2", "-partitions", "1,8"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.brokers, []string{"a:1", "b:2"}) || !slices.Equal(cfg.partitions, []int{1, 8}) {
+		t.Errorf("brokers %q partitions %v", cfg.brokers, cfg.partitions)
+	}
+	if cfg.label != "a:1" || cfg.records != 100000 || cfg.duration != 0 || !cfg.idempotent() || cfg.lingerSet {
+		t.Errorf("unexpected defaults: %+v", cfg)
+	}
+
+	cfg, err = parseConfig([]string{"-duration", "3s", "-acks", "1", "-linger", "0s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.records != 0 || cfg.duration != 3*time.Second || cfg.idempotent() || !cfg.lingerSet {
+		t.Errorf("unexpected: %+v", cfg)
+	}
+
+	for _, args := range [][]string{
+		{"-records", "10", "-duration", "1s"},
+		{"-partitions", "0"},
+		{"-partitions", "1,x"},
+		{"-acks", "2"},
+		{"-compression", "brotli"},
+		{"-producers", "0"},
+		{"-brokers", ","},
+		{"extra"},
+	} {
+		if _, err := parseConfig(args, io.Discard); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// fakeBatch returns bytes shaped like a magic-2 batch header plus a payload:
+// the FSM only reads header fields, so the records need not be real.
+func fakeBatch(records int32, maxTs int64, payload []byte) []byte {
+	b := make([]byte, 61+len(payload))
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	b[16] = 2
+	binary.BigEndian.PutUint32(b[23:], uint32(records-1))
+	binary.BigEndian.PutUint64(b[35:], uint64(maxTs))
+	binary.BigEndian.PutUint32(b[57:], uint32(records))
+	copy(b[61:], payload)
+	return b
+}
+
+func openFSM(t *testing.T, dir string) *FSM {
+	t.Helper()
+	f, err := Open(Options{Dir: dir, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// commandLog is a random but reproducible sequence of commands.
+func commandLog(seed uint64, n int) [][]byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	topics := []string{"a", "b", "c"}
+	var log [][]byte
+	log = append(log, Encode(&InitCluster{ClusterID: "test-cluster"}))
+	now := int64(1_700_000_000_000)
+	seqs := map[[2]int64]int32{}
+	for i := 0; i < n; i++ {
+		now += int64(r.IntN(1000))
+		t := topics[r.IntN(len(topics))]
+		switch k := r.IntN(20); {
+		case k == 0:
+			var id [16]byte
+			binary.BigEndian.PutUint64(id[:], uint64(i+1)) // unique, as random ids are
+			log = append(log, Encode(&CreateTopic{Name: t, ID: id, Partitions: int32(1 + r.IntN(3)), Configs: []Config{{"retention.ms", "1000"}}}))
+		case k == 1:
+			log = append(log, Encode(&DeleteTopic{Name: t}))
+		case k == 2:
+			log = append(log, Encode(&CreatePartitions{Name: t, Count: int32(1 + r.IntN(5))}))
+		case k == 3:
+			log = append(log, Encode(&InitProducerID{}))
+		case k == 4:
+			log = append(log, Encode(&TrimLog{Topic: t, Partition: int32(r.IntN(3)), Start: int64(r.IntN(50))}))
+		case k == 5:
+			log = append(log, Encode(&AlterConfigs{Name: t, Set: []Config{{"retention.bytes", fmt.Sprint(r.IntN(1 << 20))}}, Delete: []string{"retention.ms"}}))
+		default:
+			part := int32(r.IntN(3))
+			pid := int64(-1)
+			var seq int32
+			if r.IntN(2) == 0 {
+				pid = int64(1 + r.IntN(3))
+				key := [2]int64{pid, int64(part)}
+				seq = seqs[key]
+				if r.IntN(10) == 0 {
+					seq += 7 // a gap: the FSM must refuse it the same way every time
+				}
+			}
+			recs := int32(1 + r.IntN(5))
+			payload := make([]byte, r.IntN(300))
+			for j := range payload {
+				payload[j] = byte(r.IntN(256))
+			}
+			log = append(log, EncodeAppend(&Append{NowMs: now, Batches: []Batch{{
+				Topic: t, Partition: part, Data: fakeBatch(recs, now, payload), LastOffsetDelta: recs - 1,
+				MaxTimestamp: now, ProducerID: pid, BaseSequence: seq,
+			}}}))
+			if pid >= 0 {
+				seqs[[2]int64{pid, int64(part)}] = seq + recs
+			}
+		}
+	}
+	return log
+}
+
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var buf bytes.Buffer
+	if err := s.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func applyAll(f *FSM, log [][]byte) []any {
+	out := make([]any, len(log))
+	for i, e := range log {
+		out[i] = f.Apply(uint64(i+1), e)
+	}
+	return out
+}
+
+func TestSameLogSameSnapshotBytes(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		log := commandLog(seed, 400)
+		a, b := openFSM(t, t.TempDir()), openFSM(t, t.TempDir())
+		ra, rb := applyAll(a, log), applyAll(b, log)
+		if !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("seed %d: results differ", seed)
+		}
+		sa, sb := snapshotBytes(t, a), snapshotBytes(t, b)
+		if !bytes.Equal(sa, sb) {
+			t.Fatalf("seed %d: snapshots differ (%d vs %d bytes)", seed, len(sa), len(sb))
+		}
+	}
+}
+
+func TestSnapshotRestoreGivesEqualState(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		log := commandLog(seed, 300)
+		src := openFSM(t, t.TempDir())
+		applyAll(src, log[:200])
+		snap := snapshotBytes(t, src)
+
+		dst := openFSM(t, t.TempDir())
+		if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+			t.Fatalf("seed %d: restore: %v", seed, err)
+		}
+		if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
+			t.Fatalf("seed %d: restored state differs from the snapshot", seed)
+		}
+		// Both continue with the rest of the log and stay identical.
+		for i := 200; i < len(log); i++ {
+			src.Apply(uint64(i+1), log[i])
+			dst.Apply(uint64(i+1), log[i])
+		}
+		if !bytes.Equal(snapshotBytes(t, src), snapshotBytes(t, dst)) {
+			t.Fatalf("seed %d: diverged after restore", seed)
+		}
+	}
+}
+
+// A restart replays the Raft log over the last checkpoint. Entries already in
+// the checkpoint are skipped, later ones applied again over files that may
+// hold a torn or extra tail: the result must equal a node that never stopped.
+func TestCheckpointAndReplayAfterCrash(t *testing.T) {
+	log := commandLog(7, 400)
+	ref := openFSM(t, t.TempDir())
+	applyAll(ref, log)
+	want := snapshotBytes(t, ref)
+
+	dir := t.TempDir()
+	f, err := Open(Options{Dir: dir, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 250; i++ {
+		f.Apply(uint64(i+1), log[i])
+	}
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Persist(f, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	for i := 250; i < 330; i++ { // applied but never checkpointed
+		f.Apply(uint64(i+1), log[i])
+	}
+	f.Close() // as a crash would leave it: files hold data past the checkpoint
+
+	// Tear the tail of one segment, as a kill during a write could.
+	segs, _ := filepath.Glob(filepath.Join(dir, "topics", "*", "*.log"))
+	if len(segs) > 0 {
+		fh, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			fh.Write([]byte{0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1})
+			fh.Close()
+		}
+	}
+
+	g := openFSM(t, dir)
+	if g.Applied() != 250 {
+		t.Fatalf("applied after reopen = %d, want the checkpoint's 250", g.Applied())
+	}
+	for i := range log {
+		g.Apply(uint64(i+1), log[i]) // raft replays from its snapshot; early ones are skipped
+	}
+	if got := snapshotBytes(t, g); !bytes.Equal(got, want) {
+		t.Fatalf("state after crash and replay differs from a node that never stopped")
+	}
+}
+
+func TestRestoreKeepsLocalStateThatCoversSnapshot(t *testing.T) {
+	log := commandLog(3, 200)
+	dir := t.TempDir()
+	f := openFSM(t, dir)
+	applyAll(f, log[:100])
+	snap := snapshotBytes(t, f)
+	applyAll(f, nil)
+	for i := 100; i < 200; i++ {
+		f.Apply(uint64(i+1), log[i])
+	}
+	before := snapshotBytes(t, f)
+	if err := f.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, f), before) {
+		t.Fatal("restore of an older snapshot of the same cluster rolled local state back")
+	}
+}
+
+func appendOne(t *testing.T, f *FSM, index uint64, pid int64, epoch int16, seq, recs int32) AppendResult {
+	t.Helper()
+	res := f.Apply(index, EncodeAppend(&Append{NowMs: 1, Batches: []Batch{{
+		Topic: "t", Partition: 0, Data: fakeBatch(recs, 1, nil), LastOffsetDelta: recs - 1,
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
+	}}}))
+	return res.(*AppendResults).Results[0]
+}
+
+func TestIdempotentProducerRules(t *testing.T) {
+	f := openFSM(t, t.TempDir())
+	f.Apply(1, Encode(&CreateTopic{Name: "t", Partitions: 1}))
+	idx := uint64(1)
+	next := func() uint64 { idx++; return idx }
+
+	if r := appendOne(t, f, next(), 5, 0, 0, 3); r.Code != 0 || r.BaseOffset != 0 {
+		t.Fatalf("first batch: %+v", r)
+	}
+	if r := appendOne(t, f, next(), 5, 0, 3, 2); r.Code != 0 || r.BaseOffset != 3 {
+		t.Fatalf("second batch: %+v", r)
+	}
+	// A retry of the first batch is answered with its original offset and not written.
+	if r := appendOne(t, f, next(), 5, 0, 0, 3); r.Code != 0 || r.BaseOffset != 0 {
+		t.Fatalf("duplicate: %+v", r)
+	}
+	if got := f.Partition("t", 0).Log.Next(); got != 5 {
+		t.Fatalf("high watermark after duplicate = %d, want 5", got)
+	}
+	if r := appendOne(t, f, next(), 5, 0, 9, 1); r.Code != ErrOutOfOrderSequence {
+		t.Fatalf("gap: %+v", r)
+	}
+	if r := appendOne(t, f, next(), 6, 0, 4, 1); r.Code != ErrUnknownProducerID {
+		t.Fatalf("unknown producer with sequence > 0: %+v", r)
+	}
+	if r := appendOne(t, f, next(), 5, 1, 0, 1); r.Code != 0 || r.BaseOffset != 5 {
+		t.Fatalf("new epoch from 0: %+v", r)
+	}
+	if r := appendOne(t, f, next(), 5, 0, 5, 1); r.Code != ErrInvalidProducerEpoch {
+		t.Fatalf("fenced epoch: %+v", r)
+	}
+	if r := appendOne(t, f, next(), -1, -1, -1, 2); r.Code != 0 || r.BaseOffset != 6 {
+		t.Fatalf("non-idempotent batch: %+v", r)
+	}
+}
+
+func TestDecodeRejectsGarbage(t *testing.T) {
+	for _, b := range [][]byte{nil, {0}, {99}, {byte(KindAppend), 1, 2}, {byte(KindCreateTopic), 200}} {
+		if _, err := Decode(b); err == nil {
+			t.Errorf("Decode(%v) succeeded", b)
+		}
+	}
+	f := openFSM(t, t.TempDir())
+	if _, ok := f.Apply(1, []byte{byte(KindAppend), 0xff}).(error); !ok {
+		t.Error("Apply of an undecodable entry did not return an error")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, e := range commandLog(1, 30) {
+		f.Add(e)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if again, err := Decode(Encode(c)); err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("re-encoding changed the command: %v %v", err, again)
+		}
+	})
+}
