@@ -59,6 +59,22 @@ func Decode(data []byte) (Command, error) {
 		c = &TrimLog{Topic: d.str(), Partition: d.i32(), Start: d.i64()}
 	case KindAlterConfigs:
 		c = &AlterConfigs{Name: d.str(), Set: decodeConfigs(d), Delete: decodeStrings(d)}
+	case KindJoinGroup:
+		c = decodeJoinGroup(d)
+	case KindCompleteJoin:
+		c = &CompleteJoin{Group: d.str(), Generation: d.i32(), NowMs: d.i64()}
+	case KindSyncGroup:
+		c = decodeSyncGroup(d)
+	case KindRemoveMembers:
+		c = &RemoveMembers{Group: d.str(), MemberIDs: decodeStrings(d), NowMs: d.i64()}
+	case KindCommitOffsets:
+		c = decodeCommitOffsets(d)
+	case KindDeleteGroups:
+		c = &DeleteGroups{Groups: decodeStrings(d)}
+	case KindDeleteOffsets:
+		c = decodeDeleteOffsets(d)
+	case KindExpireOffsets:
+		c = &ExpireOffsets{NowMs: d.i64(), RetentionMs: d.i64()}
 	default:
 		return nil, fmt.Errorf("fsm: unknown command kind %d", data[0])
 	}

@@ -52,6 +52,7 @@ type FSM struct {
 	clusterID      string
 	topics         map[string]*Topic
 	nextProducerID int64
+	groups         map[string]*Group
 
 	applied atomic.Uint64 // index of the last applied entry
 }
@@ -79,7 +80,7 @@ func Open(opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1}
+	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -136,6 +137,22 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 		return f.applyInitProducerID()
 	case *TrimLog:
 		return f.applyTrimLog(c)
+	case *JoinGroup:
+		return f.applyJoinGroup(c)
+	case *CompleteJoin:
+		return f.applyCompleteJoin(c)
+	case *SyncGroup:
+		return f.applySyncGroup(c)
+	case *RemoveMembers:
+		return f.applyRemoveMembers(c)
+	case *CommitOffsets:
+		return f.applyCommitOffsets(c)
+	case *DeleteGroups:
+		return f.applyDeleteGroups(c)
+	case *DeleteOffsets:
+		return f.applyDeleteOffsets(c)
+	case *ExpireOffsets:
+		return f.applyExpireOffsets(c)
 	}
 	return fmt.Errorf("fsm: no apply for %T", cmd)
 }

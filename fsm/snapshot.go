@@ -51,6 +51,7 @@ func (f *FSM) encodeMeta(e *enc) {
 			p.encodeProducers(e)
 		}
 	}
+	f.encodeGroupsLocked(e)
 }
 
 func (p *Partition) encodeProducers(e *enc) {
@@ -92,6 +93,7 @@ type meta struct {
 	clusterID      string
 	nextProducerID int64
 	topics         []metaTopic
+	groups         map[string]*Group
 }
 
 func decodeMeta(d *dec) *meta {
@@ -118,6 +120,7 @@ func decodeMeta(d *dec) *meta {
 		}
 		m.topics = append(m.topics, t)
 	}
+	m.groups = decodeGroups(d)
 	return m
 }
 
@@ -303,7 +306,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 			p.Log.Close()
 		}
 	}
-	f.clusterID, f.nextProducerID, f.topics = m.clusterID, m.nextProducerID, map[string]*Topic{}
+	f.clusterID, f.nextProducerID, f.topics, f.groups = m.clusterID, m.nextProducerID, map[string]*Topic{}, m.groups
+	if f.groups == nil {
+		f.groups = map[string]*Group{}
+	}
 	keep := map[string]bool{}
 	for _, mt := range m.topics {
 		t := &Topic{Name: mt.name, ID: mt.id, Configs: map[string]string{}}

@@ -7,10 +7,13 @@
 // See test/clients/README.md for the record convention.
 'use strict'
 
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
+
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const kafkajsPackage = require('kafkajs/package.json')
 const SnappyCodec = require('kafkajs-snappy')
 const lz4js = require('lz4js')
+const lz4xxh32 = require('lz4js/xxh32.js').hash
 const { ZstdCodec } = require('zstd-codec')
 
 const CLIENT = 'kafkajs'
@@ -22,15 +25,28 @@ const TOPIC_CONFIG = [{ name: 'retention.ms', value: '-1' }]
 const VERIFY_TIMEOUT_MS = 90000
 const SEND_BATCH = 250
 
-class Failure extends Error {}
+class Failure extends Error {
+  constructor(message) {
+    super(message)
+    this.name = 'Failure'
+  }
+}
 
 // kafkajs ships only gzip. Snappy comes from kafkajs-snappy; LZ4 (frame
 // format) and zstd are wired here from pure-JS libraries so that nothing
 // needs a native build.
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+// lz4js writes frames without the block-independence flag, which Kafka's
+// LZ4 reader rejects. Its frames of up to one 4 MiB block are independent,
+// so set the flag and recompute the header checksum.
+const LZ4_MAX_BLOCK = 4 << 20
 CompressionCodecs[CompressionTypes.LZ4] = () => ({
   async compress(encoder) {
-    return Buffer.from(lz4js.compress(encoder.buffer))
+    if (encoder.buffer.length > LZ4_MAX_BLOCK) throw new Error('lz4: batch larger than one 4 MiB block')
+    const frame = Buffer.from(lz4js.compress(encoder.buffer))
+    frame[4] |= 0x20 // FLG: block independence
+    frame[6] = (lz4xxh32(0, frame, 4, 2) >>> 8) & 0xff // HC over FLG and BD
+    return frame
   },
   async decompress(buffer) {
     return Buffer.from(lz4js.decompress(buffer))

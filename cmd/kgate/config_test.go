@@ -1,0 +1,201 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env returns a lookup over a fixed environment.
+func env(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// quietStderr silences the flag package's usage output for one test.
+func quietStderr(t *testing.T) {
+	t.Helper()
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = devNull
+	t.Cleanup(func() {
+		os.Stderr = old
+		devNull.Close()
+	})
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := parseConfig(nil, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{
+		NodeID:             1,
+		DataDir:            "kgate-data",
+		KafkaAddr:          "127.0.0.1:9092",
+		AdvertiseKafkaAddr: "127.0.0.1:9092", // defaults to --kafka-addr
+		RaftAddr:           "127.0.0.1:9093",
+		GossipAddr:         "127.0.0.1:9094",
+		AdminAddr:          "127.0.0.1:9095",
+		BootstrapExpect:    1,
+		Backend:            "embedded",
+		AutoCreateTopics:   true,
+		DefaultPartitions:  1,
+		MaxFrameBytes:      104857600,
+		MaxMessageBytes:    1048588,
+		MaxConnections:     10000,
+		IdleTimeout:        10 * time.Minute,
+		SegmentBytes:       64 << 20,
+		RetentionCheck:     30 * time.Second,
+		RaftHeartbeat:      time.Second,
+		RaftElection:       time.Second,
+		RaftSnapshotEvery:  16384,
+		RaftTrailingLogs:   4096,
+		LogLevel:           "info",
+		Fsync:              true,
+	}
+	if *c != want {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
+	}
+}
+
+func TestConfigFromEnvironment(t *testing.T) {
+	c, err := parseConfig(nil, env(
+		"KGATE_NODE_ID", "7",
+		"KGATE_DATA_DIR", "/var/lib/kgate",
+		"KGATE_KAFKA_ADDR", "0.0.0.0:19092",
+		"KGATE_ADVERTISE_KAFKA_ADDR", "kgate-7.example:19092",
+		"KGATE_RAFT_ADDR", "10.0.0.7:9093",
+		"KGATE_JOIN", "10.0.0.1:9094, 10.0.0.2:9094",
+		"KGATE_BOOTSTRAP_EXPECT", "3",
+		"KGATE_AUTO_CREATE_TOPICS", "false",
+		"KGATE_DEFAULT_PARTITIONS", "6",
+		"KGATE_IDLE_TIMEOUT", "90s",
+		"KGATE_SEGMENT_BYTES", "1048576",
+		"KGATE_RAFT_SNAPSHOT_THRESHOLD", "100",
+		"KGATE_LOG_LEVEL", "debug",
+		"KGATE_FSYNC", "false",
+		"NODE_ID", "9", // not ours: no prefix
+		"kgate_node_id", "9", // not ours: wrong case
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != 7 || c.DataDir != "/var/lib/kgate" || c.KafkaAddr != "0.0.0.0:19092" ||
+		c.AdvertiseKafkaAddr != "kgate-7.example:19092" || c.RaftAddr != "10.0.0.7:9093" ||
+		c.Join != "10.0.0.1:9094, 10.0.0.2:9094" || c.BootstrapExpect != 3 || c.AutoCreateTopics ||
+		c.DefaultPartitions != 6 || c.IdleTimeout != 90*time.Second || c.SegmentBytes != 1<<20 ||
+		c.RaftSnapshotEvery != 100 || c.LogLevel != "debug" || c.Fsync {
+		t.Fatalf("environment not applied: %+v", *c)
+	}
+	// Untouched settings keep their defaults.
+	if c.GossipAddr != "127.0.0.1:9094" || c.MaxFrameBytes != 104857600 {
+		t.Fatalf("defaults lost: %+v", *c)
+	}
+}
+
+func TestConfigFlagsBeatEnvironment(t *testing.T) {
+	c, err := parseConfig(
+		[]string{"--node-id", "3", "--log-level=warn", "--auto-create-topics=true", "-kafka-addr", "127.0.0.1:29092"},
+		env("KGATE_NODE_ID", "7", "KGATE_LOG_LEVEL", "debug", "KGATE_AUTO_CREATE_TOPICS", "false",
+			"KGATE_KAFKA_ADDR", "127.0.0.1:19092", "KGATE_DATA_DIR", "/env/dir"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != 3 || c.LogLevel != "warn" || !c.AutoCreateTopics || c.KafkaAddr != "127.0.0.1:29092" {
+		t.Fatalf("flags did not win: %+v", *c)
+	}
+	if c.DataDir != "/env/dir" {
+		t.Fatalf("environment for an unset flag lost: data dir %q", c.DataDir)
+	}
+	if c.AdvertiseKafkaAddr != "127.0.0.1:29092" {
+		t.Fatalf("advertised address %q, want the --kafka-addr flag's", c.AdvertiseKafkaAddr)
+	}
+}
+
+func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		flag string // the error must contain it
+	}{
+		{"node id 0", []string{"--node-id", "0"}, nil, "--node-id"},
+		{"negative node id", []string{"--node-id=-4"}, nil, "--node-id"},
+		{"node id too large", []string{"--node-id", "2147483648"}, nil, "--node-id"},
+		{"empty data dir", []string{"--data-dir", ""}, nil, "--data-dir"},
+		{"kafka addr without port", []string{"--kafka-addr", "localhost"}, nil, "--kafka-addr"},
+		{"kafka addr bad port", []string{"--kafka-addr", "127.0.0.1:99999"}, nil, "--kafka-addr"},
+		{"raft addr no port", []string{"--raft-addr", "127.0.0.1:"}, nil, "--raft-addr"},
+		{"gossip addr", []string{"--gossip-addr", "nope"}, nil, "--gossip-addr"},
+		{"admin addr", []string{"--admin-addr", "1.2.3.4:x"}, nil, "--admin-addr"},
+		{"advertise addr", []string{"--advertise-kafka-addr", "host"}, nil, "--advertise-kafka-addr"},
+		{"join", []string{"--join", "10.0.0.1:9094,10.0.0.2"}, nil, "--join"},
+		{"backend", []string{"--backend=foo"}, nil, "--backend"},
+		{"bootstrap expect 0", []string{"--bootstrap-expect", "0"}, nil, "--bootstrap-expect"},
+		{"default partitions", []string{"--default-partitions", "0"}, nil, "--default-partitions"},
+		{"max frame bytes too small", []string{"--max-frame-bytes", "100"}, nil, "--max-frame-bytes"},
+		{"max message over frame", []string{"--max-frame-bytes", "2048", "--max-message-bytes", "4096"}, nil, "--max-message-bytes"},
+		{"max connections", []string{"--max-connections", "0"}, nil, "--max-connections"},
+		{"idle timeout", []string{"--idle-timeout", "0s"}, nil, "--idle-timeout"},
+		{"segment bytes", []string{"--segment-bytes", "10"}, nil, "--segment-bytes"},
+		{"retention interval", []string{"--retention-check-interval", "-1s"}, nil, "--retention-check-interval"},
+		{"raft heartbeat", []string{"--raft-heartbeat-timeout", "1ms"}, nil, "--raft-heartbeat-timeout"},
+		{"raft election", []string{"--raft-election-timeout", "1ms"}, nil, "--raft-election-timeout"},
+		{"raft election below heartbeat", []string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, nil, "--raft-election-timeout"},
+		{"raft snapshot threshold", []string{"--raft-snapshot-threshold", "0"}, nil, "--raft-snapshot-threshold"},
+		{"log level", []string{"--log-level", "verbose"}, nil, "--log-level"},
+		{"bad env number", nil, []string{"KGATE_NODE_ID", "one"}, "--node-id"},
+		{"bad env duration", nil, []string{"KGATE_IDLE_TIMEOUT", "10"}, "--idle-timeout"},
+		{"bad env bool", nil, []string{"KGATE_AUTO_CREATE_TOPICS", "maybe"}, "--auto-create-topics"},
+		{"env value invalid after parsing", nil, []string{"KGATE_BACKEND", "iggy"}, "--backend"},
+		{"env names its variable", nil, []string{"KGATE_MAX_FRAME_BYTES", "lots"}, "KGATE_MAX_FRAME_BYTES"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(tc.args, env(tc.env...))
+			if err == nil {
+				t.Fatalf("accepted %v %v", tc.args, tc.env)
+			}
+			if !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("error %q does not name %s", err, tc.flag)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestConfigUnparsableFlag(t *testing.T) {
+	quietStderr(t)
+	for _, args := range [][]string{{"--node-id", "abc"}, {"--no-such-flag"}, {"--idle-timeout", "soon"}} {
+		_, err := parseConfig(args, env())
+		if err == nil {
+			t.Errorf("%v accepted", args)
+			continue
+		}
+		if name := strings.TrimLeft(args[0], "-"); !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: error %q does not name the flag", args, err)
+		}
+	}
+	if _, err := parseConfig([]string{"serve-extra"}, env()); err == nil || !strings.Contains(err.Error(), "serve-extra") {
+		t.Errorf("stray argument: %v", err)
+	}
+	if _, err := parseConfig([]string{"-h"}, env()); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+}
