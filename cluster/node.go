@@ -119,6 +119,10 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	if cfg.LeaderLease > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLease
+	} else if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		// Raft refuses a lease longer than the heartbeat timeout; the
+		// default lease (500ms) must shrink with a short heartbeat.
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 	}
 	if cfg.SnapshotEvery > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotEvery
@@ -233,6 +237,10 @@ func (n *Node) setLeader(v bool) {
 
 // IsLeader reports whether this node leads and has applied the whole log.
 func (n *Node) IsLeader() bool { return n.leader.Load() }
+
+// RaftLeader reports whether Raft considers this node the leader, which may
+// be before IsLeader (the FSM still catching up).
+func (n *Node) RaftLeader() bool { return n.raft.State() == raft.Leader }
 
 // LeaderChanged returns a channel closed at the next change of IsLeader.
 func (n *Node) LeaderChanged() <-chan struct{} {

@@ -128,8 +128,17 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		if p.reply.later != nil {
 			select {
 			case resp = <-p.reply.later:
-			case <-ctx.Done():
-				return
+			default:
+				// Send what is buffered before waiting, so earlier answers
+				// don't sit behind a long poll or a commit.
+				if err := bw.Flush(); err != nil {
+					return
+				}
+				select {
+				case resp = <-p.reply.later:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 		out = AppendResponse(out[:0], p.corr, resp)

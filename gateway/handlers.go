@@ -12,7 +12,7 @@ const apiVersionsKey = 18
 // handlerTable lists every API we answer and the versions we really
 // implement; ApiVersions advertises exactly this table.
 func (s *Server) handlerTable() map[int16]handler {
-	return map[int16]handler{
+	t := map[int16]handler{
 		0:  {0, 12, s.handleProduce}, // v0-2 advertised for librdkafka's version check, answered UNSUPPORTED_VERSION
 		1:  {4, 16, s.handleFetch},
 		2:  {1, 8, s.handleListOffsets},
@@ -26,6 +26,20 @@ func (s *Server) handlerTable() map[int16]handler {
 		37: {0, 3, s.handleCreatePartitions},
 		60: {0, 1, s.handleDescribeCluster},
 	}
+	if s.groups != nil {
+		t[8] = handler{0, 9, s.handleOffsetCommit}
+		t[9] = handler{0, 9, s.handleOffsetFetch}
+		t[10] = handler{0, 5, s.handleFindCoordinator}
+		t[11] = handler{0, 9, s.handleJoinGroup}
+		t[12] = handler{0, 4, s.handleHeartbeat}
+		t[13] = handler{0, 5, s.handleLeaveGroup}
+		t[14] = handler{0, 5, s.handleSyncGroup}
+		t[15] = handler{0, 5, s.handleDescribeGroups}
+		t[16] = handler{0, 5, s.handleListGroups}
+		t[42] = handler{0, 2, s.handleDeleteGroups}
+		t[47] = handler{0, 0, s.handleOffsetDelete}
+	}
+	return t
 }
 
 // brokerAddr splits a node's advertised Kafka address for Metadata.

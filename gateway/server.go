@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/coordinator"
 )
 
 // Config bounds and tunes the server.
@@ -28,7 +29,9 @@ type Config struct {
 	MaxMessageBytes   int           // largest record batch accepted (message.max.bytes)
 	AutoCreateTopics  bool
 	DefaultPartitions int32
-	Logger            *slog.Logger
+	// Groups serves the consumer-group APIs; without it they are not offered.
+	Groups *coordinator.Coordinator
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +79,7 @@ type Server struct {
 	log      *slog.Logger
 	backend  Backend
 	cluster  Cluster
+	groups   *coordinator.Coordinator
 	handlers map[int16]handler
 
 	ln    net.Listener
@@ -87,7 +91,7 @@ type Server struct {
 // New makes a server over a backend.
 func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, conns: map[*conn]struct{}{}}
 	s.handlers = s.handlerTable()
 	return s
 }

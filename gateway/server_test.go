@@ -593,6 +593,44 @@ func TestHugeSizePrefixWithFewBytesDoesNotAllocate(t *testing.T) {
 	expectServing(t, n.addr)
 }
 
+func TestIdleConnectionClosed(t *testing.T) {
+	n := startNode(t, func(c *gateway.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	c := dialRaw(t, n.addr)
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	c.do(req)
+	expectClosed(t, c.nc)
+}
+
+func TestMaxConnections(t *testing.T) {
+	n := startNode(t, func(c *gateway.Config) { c.MaxConnections = 2 })
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	a, b := dialRaw(t, n.addr), dialRaw(t, n.addr)
+	a.do(req)
+	b.do(req)
+	expectClosed(t, dialRaw(t, n.addr).nc)
+	// The two served connections keep working.
+	a.do(req)
+	b.do(req)
+	// Once one closes, a new connection is taken (the server notices the
+	// close asynchronously, so retry, bounded).
+	a.nc.Close()
+	ctx := testCtx(t)
+	for {
+		c := dialRaw(t, n.addr)
+		c.send(req)
+		if _, _, err := c.readFrame(); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no connection accepted after one of the two closed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 func TestGarbageBodyClosesConnectionOthersServed(t *testing.T) {
 	n := startNode(t, nil)
 	other := dialRaw(t, n.addr)
@@ -776,13 +814,72 @@ func TestProduceRejectsBadBatches(t *testing.T) {
 	if hw := highWatermark(t, c, "bad"); hw != 0 {
 		t.Fatalf("high watermark %d after rejected batches, want 0", hw)
 	}
+	// Produce v0-2 (message formats 0 and 1) is advertised but refused.
+	resp := c.do(produceReq(2, -1, "bad", 0, good)).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnsupportedVersion.Code {
+		t.Errorf("produce v2: error %d, want UNSUPPORTED_VERSION (35)", code)
+	}
 	// Unknown topic / partition.
 	if sp := produceRaw(t, c, "nope", good); sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Errorf("unknown topic: error %d", sp.ErrorCode)
 	}
-	resp := c.do(produceReq(9, -1, "bad", 3, good)).(*kmsg.ProduceResponse)
+	resp = c.do(produceReq(9, -1, "bad", 3, good)).(*kmsg.ProduceResponse)
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
 		t.Errorf("unknown partition: error %d", code)
+	}
+	if hw := highWatermark(t, c, "bad"); hw != 0 {
+		t.Fatalf("high watermark %d after rejected requests, want 0", hw)
+	}
+}
+
+func TestProduceMessageTooLarge(t *testing.T) {
+	n := startNode(t, func(c *gateway.Config) { c.MaxMessageBytes = 4096 })
+	createTopic(t, n.addr, "large", 1, nil)
+	c := dialRaw(t, n.addr)
+	big := build(t, plainBuilder(), []records.Record{{Value: make([]byte, 5000)}})
+	if sp := produceRaw(t, c, "large", big); sp.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Fatalf("error %d, want MESSAGE_TOO_LARGE (10)", sp.ErrorCode)
+	}
+	if sp := produceRaw(t, c, "large", build(t, plainBuilder(), valueRecords("small", 1))); sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+		t.Fatalf("small batch after a rejected one: error %d offset %d", sp.ErrorCode, sp.BaseOffset)
+	}
+}
+
+func TestProduceFetchCompressed(t *testing.T) {
+	n := startNode(t, nil)
+	codecs := map[string]kgo.CompressionCodec{
+		"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	for name, codec := range codecs {
+		topic := "comp-" + name
+		createTopic(t, n.addr, topic, 1, nil)
+		prod := newClient(t, n.addr, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec))
+		var want []*kgo.Record
+		for i := 0; i < 50; i++ {
+			want = append(want, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: bytes.Repeat([]byte(name), 20+i)})
+		}
+		if err := prod.ProduceSync(testCtx(t), want...).FirstErr(); err != nil {
+			t.Fatalf("%s: produce: %v", name, err)
+		}
+		cons := newClient(t, n.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		ctx := testCtx(t)
+		var got []*kgo.Record
+		for len(got) < len(want) && ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			if err := fs.Err(); err != nil && ctx.Err() == nil {
+				t.Fatalf("%s: fetch: %v", name, err)
+			}
+			got = append(got, fs.Records()...)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: consumed %d of %d records", name, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Offset != int64(i) || !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) {
+				t.Fatalf("%s: record %d differs (offset %d)", name, i, got[i].Offset)
+			}
+		}
 	}
 }
 
@@ -827,17 +924,9 @@ func TestProduceAcksZero(t *testing.T) {
 	}
 }
 
-func TestFetchLongPollWokenByProduce(t *testing.T) {
-	n := startNode(t, nil)
-	createTopic(t, n.addr, "poll", 1, nil)
-	c := dialRaw(t, n.addr)
-	req := fetchReq("poll", 0, 0, 10000, 1, 1<<20)
-	corr := c.send(req)
-	type result struct {
-		resp kmsg.Response
-		err  error
-	}
-	done := make(chan result, 1)
+// recvAsync reads the answer to req in the background.
+func recvAsync(c *rawConn, corr int32, req kmsg.Request) <-chan asyncResult {
+	done := make(chan asyncResult, 1)
 	go func() {
 		got, body, err := c.readFrame()
 		if err == nil && got != corr {
@@ -847,30 +936,85 @@ func TestFetchLongPollWokenByProduce(t *testing.T) {
 		if err == nil {
 			resp, err = decodeResponse(req, body)
 		}
-		done <- result{resp, err}
+		done <- asyncResult{resp, err}
 	}()
+	return done
+}
+
+type asyncResult struct {
+	resp kmsg.Response
+	err  error
+}
+
+func waitResult(t *testing.T, ch <-chan asyncResult) kmsg.Response {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.resp
+	case <-time.After(ioTimeout):
+		t.Fatal("no answer")
+	}
+	return nil
+}
+
+func TestFetchLongPollWokenByProduce(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "poll", 2, nil)
+	c := dialRaw(t, n.addr)
+	// A long poll at the high watermark of both partitions.
+	req := fetchReq("poll", 0, 0, 10000, 1, 1<<20)
+	p1 := kmsg.NewFetchRequestTopicPartition()
+	p1.Partition, p1.PartitionMaxBytes = 1, 1<<20
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1)
+	done := recvAsync(c, c.send(req), req)
 	// Give the fetch a moment to park (not required for correctness: a
 	// fetch that arrives after the produce answers at once as well).
 	time.Sleep(200 * time.Millisecond)
-	prod := newClient(t, n.addr, kgo.DefaultProduceTopic("poll"))
-	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("wake up")}).FirstErr(); err != nil {
+	prod := newClient(t, n.addr, kgo.DefaultProduceTopic("poll"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("wake up"), Partition: 1}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(ioTimeout):
-		t.Fatal("long poll never answered")
+	resp := waitResult(t, done).(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("fetch answer: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
 	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	sp := fetchPartition(t, r.resp.(*kmsg.FetchResponse))
 	// Had the produce not woken the poll, it would have run to MaxWait and
 	// answered from its last (empty) read.
+	sp := resp.Topics[0].Partitions[1]
 	recs := decodeBatches(t, sp.RecordBatches)
 	if sp.ErrorCode != 0 || len(recs) != 1 || string(recs[0].Value) != "wake up" {
 		t.Fatalf("long poll answered error %d with %d records", sp.ErrorCode, len(recs))
+	}
+}
+
+// TestAnswersNotHeldBehindLongPoll: an answer that is ready goes out even
+// while a long poll pipelined behind it on the same connection is parked.
+func TestAnswersNotHeldBehindLongPoll(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "held", 1, nil)
+	createTopic(t, n.addr, "other", 1, nil)
+	c := dialRaw(t, n.addr)
+	// A produce (answered after the Raft commit, so the fetch behind it is
+	// already queued when its answer is written), then a long poll.
+	produce := produceReq(9, -1, "other", 0, build(t, plainBuilder(), valueRecords("first", 1)))
+	produceCorr := c.send(produce)
+	fetch := fetchReq("held", 0, 0, 10000, 1, 1<<20)
+	fetchCorr := c.send(fetch)
+	// The produce answer must arrive while the fetch still waits...
+	if sp := c.recv(produceCorr, produce).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; sp.ErrorCode != 0 {
+		t.Fatalf("produce: error %d", sp.ErrorCode)
+	}
+	// ...so a produce made only now still wakes that fetch.
+	prod := newClient(t, n.addr, kgo.DefaultProduceTopic("held"))
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	sp := fetchPartition(t, c.recv(fetchCorr, fetch).(*kmsg.FetchResponse))
+	if recs := decodeBatches(t, sp.RecordBatches); len(recs) != 1 {
+		t.Fatalf("the fetch answered with %d records: the produce answer was held until the fetch timed out", len(recs))
 	}
 }
 

@@ -22,7 +22,7 @@ type produceResult struct {
 // producer is one client of the produce phase and what it has seen.
 type producer struct {
 	cl       *kgo.Client
-	records  int64 // records this producer sends; 0 = until the deadline
+	records  int64 // records this producer sends; -1 = until the deadline
 	interval time.Duration
 
 	mu       sync.Mutex // guards the fields below, written by promises
@@ -56,7 +56,7 @@ func produce(ctx context.Context, log *slog.Logger, cfg config, topic string) (*
 		if err != nil {
 			return nil, fmt.Errorf("producer client: %w", err)
 		}
-		p := &producer{cl: cl}
+		p := &producer{cl: cl, records: -1}
 		producers[i] = p
 		if cfg.records > 0 {
 			p.records = cfg.records / int64(cfg.producers)
@@ -135,7 +135,7 @@ func (p *producer) run(ctx, runCtx context.Context, stop context.CancelCauseFunc
 		p.latency.record(lat)
 	}
 
-	for i := int64(0); p.records == 0 || i < p.records; i++ {
+	for i := int64(0); p.records < 0 || i < p.records; i++ {
 		if runCtx.Err() != nil {
 			break
 		}

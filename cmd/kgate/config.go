@@ -37,6 +37,16 @@ type config struct {
 	RaftTrailingLogs   uint64
 	LogLevel           string
 	Fsync              bool
+
+	GroupInitialDelay time.Duration
+	GroupMinSession   time.Duration
+	GroupMaxSession   time.Duration
+	GroupMaxRebalance time.Duration
+	OffsetsRetention  time.Duration
+	MaxGroups         int
+	MaxGroupMembers   int
+	MaxMembers        int
+	MaxMemberMetadata int
 }
 
 func newFlagSet(c *config) *flag.FlagSet {
@@ -64,6 +74,15 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Uint64Var(&c.RaftSnapshotEvery, "raft-snapshot-threshold", 16384, "Raft entries between snapshots")
 	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 4096, "Raft entries kept after a snapshot")
 	fs.BoolVar(&c.Fsync, "fsync", true, "fsync the Raft log before acknowledging; false trusts the page cache as Kafka does (survives kill -9, not power loss)")
+	fs.DurationVar(&c.GroupInitialDelay, "group-initial-rebalance-delay", 3*time.Second, "wait for more members before the first rebalance of an empty group (KIP-134)")
+	fs.DurationVar(&c.GroupMinSession, "group-min-session-timeout", 6*time.Second, "smallest session timeout a member may ask for")
+	fs.DurationVar(&c.GroupMaxSession, "group-max-session-timeout", 30*time.Minute, "largest session timeout a member may ask for")
+	fs.DurationVar(&c.GroupMaxRebalance, "group-max-rebalance-timeout", 5*time.Minute, "rebalance timeouts are clamped to this")
+	fs.DurationVar(&c.OffsetsRetention, "offsets-retention", 7*24*time.Hour, "keep committed offsets this long after a group becomes empty (KIP-211)")
+	fs.IntVar(&c.MaxGroups, "max-groups", 1000, "consumer groups allowed")
+	fs.IntVar(&c.MaxGroupMembers, "max-group-members", 1000, "members per group, pending member ids included")
+	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups")
+	fs.IntVar(&c.MaxMemberMetadata, "max-member-metadata-bytes", 64<<10, "bytes of join metadata, and of assignment, per member")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
 }
@@ -153,8 +172,37 @@ func (c *config) validate() error {
 	if c.RaftElection < 5*time.Millisecond {
 		return fmt.Errorf("invalid value %s for --raft-election-timeout: must be at least 5ms", c.RaftElection)
 	}
+	if c.RaftElection < c.RaftHeartbeat {
+		return fmt.Errorf("invalid value %s for --raft-election-timeout: must be at least --raft-heartbeat-timeout (%s)", c.RaftElection, c.RaftHeartbeat)
+	}
 	if c.RaftSnapshotEvery < 1 {
 		return fmt.Errorf("invalid value %d for --raft-snapshot-threshold: must be at least 1", c.RaftSnapshotEvery)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"group-initial-rebalance-delay", c.GroupInitialDelay}, {"group-min-session-timeout", c.GroupMinSession},
+		{"group-max-session-timeout", c.GroupMaxSession}, {"group-max-rebalance-timeout", c.GroupMaxRebalance},
+		{"offsets-retention", c.OffsetsRetention},
+	} {
+		if d.v < 0 || (d.v == 0 && d.name != "group-initial-rebalance-delay") {
+			return fmt.Errorf("invalid value %s for --%s: must be positive", d.v, d.name)
+		}
+	}
+	if c.GroupMinSession > c.GroupMaxSession {
+		return fmt.Errorf("invalid value %s for --group-min-session-timeout: above --group-max-session-timeout", c.GroupMinSession)
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"max-groups", c.MaxGroups}, {"max-group-members", c.MaxGroupMembers}, {"max-members", c.MaxMembers},
+		{"max-member-metadata-bytes", c.MaxMemberMetadata},
+	} {
+		if n.v < 1 {
+			return fmt.Errorf("invalid value %d for --%s: must be at least 1", n.v, n.name)
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

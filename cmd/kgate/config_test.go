@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -41,33 +42,43 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config{
-		NodeID:             1,
-		DataDir:            "kgate-data",
-		KafkaAddr:          "127.0.0.1:9092",
-		AdvertiseKafkaAddr: "127.0.0.1:9092", // defaults to --kafka-addr
-		RaftAddr:           "127.0.0.1:9093",
-		GossipAddr:         "127.0.0.1:9094",
-		AdminAddr:          "127.0.0.1:9095",
-		BootstrapExpect:    1,
-		Backend:            "embedded",
-		AutoCreateTopics:   true,
-		DefaultPartitions:  1,
-		MaxFrameBytes:      104857600,
-		MaxMessageBytes:    1048588,
-		MaxConnections:     10000,
-		IdleTimeout:        10 * time.Minute,
-		SegmentBytes:       64 << 20,
-		RetentionCheck:     30 * time.Second,
-		RaftHeartbeat:      time.Second,
-		RaftElection:       time.Second,
-		RaftSnapshotEvery:  16384,
-		RaftTrailingLogs:   4096,
-		LogLevel:           "info",
-		Fsync:              true,
+	// The documented defaults (README "Configuration").
+	want := map[string]any{
+		"NodeID":             1,
+		"DataDir":            "kgate-data",
+		"KafkaAddr":          "127.0.0.1:9092",
+		"AdvertiseKafkaAddr": "127.0.0.1:9092", // defaults to --kafka-addr
+		"RaftAddr":           "127.0.0.1:9093",
+		"GossipAddr":         "127.0.0.1:9094",
+		"AdminAddr":          "127.0.0.1:9095",
+		"Join":               "",
+		"BootstrapExpect":    1,
+		"Backend":            "embedded",
+		"AutoCreateTopics":   true,
+		"DefaultPartitions":  1,
+		"MaxFrameBytes":      104857600,
+		"MaxMessageBytes":    1048588,
+		"MaxConnections":     10000,
+		"IdleTimeout":        10 * time.Minute,
+		"SegmentBytes":       int64(64 << 20),
+		"RetentionCheck":     30 * time.Second,
+		"RaftHeartbeat":      time.Second,
+		"RaftElection":       time.Second,
+		"RaftSnapshotEvery":  uint64(16384),
+		"RaftTrailingLogs":   uint64(4096),
+		"LogLevel":           "info",
+		"Fsync":              true,
 	}
-	if *c != want {
-		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
+	v := reflect.ValueOf(*c)
+	for name, w := range want {
+		f := v.FieldByName(name)
+		if !f.IsValid() {
+			t.Errorf("no setting %s", name)
+			continue
+		}
+		if got := f.Interface(); got != w {
+			t.Errorf("%s: default %v (%T), want %v (%T)", name, got, got, w, w)
+		}
 	}
 }
 

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/embedded"
@@ -68,6 +70,18 @@ func serve(ctx context.Context, cfg *config) error {
 	defer node.Shutdown()
 
 	backend := embedded.New(node, state, log)
+	groups := coordinator.New(coordinator.Config{
+		InitialRebalanceDelay: cfg.GroupInitialDelay,
+		MinSessionTimeout:     cfg.GroupMinSession,
+		MaxSessionTimeout:     cfg.GroupMaxSession,
+		MaxRebalanceTimeout:   cfg.GroupMaxRebalance,
+		OffsetsRetention:      cfg.OffsetsRetention,
+		MaxGroups:             cfg.MaxGroups,
+		MaxGroupMembers:       cfg.MaxGroupMembers,
+		MaxMembers:            cfg.MaxMembers,
+		MaxMetadataBytes:      cfg.MaxMemberMetadata,
+		Logger:                log,
+	}, node, state)
 	srv := gateway.New(gateway.Config{
 		Addr:              cfg.KafkaAddr,
 		MaxFrameBytes:     int32(cfg.MaxFrameBytes),
@@ -76,6 +90,7 @@ func serve(ctx context.Context, cfg *config) error {
 		IdleTimeout:       cfg.IdleTimeout,
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: int32(cfg.DefaultPartitions),
+		Groups:            groups,
 		Logger:            log,
 	}, backend, node)
 	if err := srv.Listen(); err != nil {
@@ -92,16 +107,21 @@ func serve(ctx context.Context, cfg *config) error {
 	}
 	retentionCtx, stopRetention := context.WithCancel(ctx)
 	defer stopRetention()
-	done := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(2)
 	go func() {
-		defer close(done)
+		defer bg.Done()
 		backend.RunRetention(retentionCtx, cfg.RetentionCheck)
+	}()
+	go func() {
+		defer bg.Done()
+		groups.Run(retentionCtx)
 	}()
 	log.Info("kgate serving", "kafka", cfg.AdvertiseKafkaAddr, "bootstrap", srv.Addr().String(), "data_dir", cfg.DataDir)
 	fmt.Fprintf(os.Stdout, "kgate node %d ready: bootstrap servers %s\n", cfg.NodeID, cfg.AdvertiseKafkaAddr)
 	err = srv.Serve(ctx)
 	stopRetention()
-	<-done
+	bg.Wait()
 	log.Info("kgate stopped")
 	return err
 }

@@ -244,15 +244,18 @@ func requireFile(t *testing.T, path, what string) {
 	}
 }
 
-// requireCommand fails when running argv does not succeed within 30 s.
-func requireCommand(t *testing.T, what string, argv ...string) {
+// requireCommand fails (does not skip) when running argv in dir does not
+// succeed within 30 s.
+func requireCommand(t *testing.T, what, dir string, argv ...string) {
 	t.Helper()
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		t.Fatalf("%s: %v: %s", what, err, installHint)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: `%s` failed: %v\n%s\n%s", what, strings.Join(argv, " "), err, tail(string(out), 10), installHint)
 	}
 }
@@ -268,4 +271,27 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// requireFresh fails when a file under sources is newer than built.
+func requireFresh(t *testing.T, built string, sources ...string) {
+	t.Helper()
+	bi, err := os.Stat(built)
+	if err != nil {
+		t.Fatalf("%v: %s", err, installHint)
+	}
+	for _, src := range sources {
+		err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if fi, err := d.Info(); err == nil && !d.IsDir() && fi.ModTime().After(bi.ModTime()) {
+				t.Fatalf("%s is newer than %s: %s", path, built, installHint)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

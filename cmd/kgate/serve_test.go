@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// runServe runs `kgate serve` with args until the returned stop is called.
+func runServe(t *testing.T, args []string) (stop func()) {
+	t.Helper()
+	cfg, err := parseConfig(args, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("serve did not return after its context ended")
+		}
+	}
+	t.Cleanup(stop)
+	// Wait (bounded) for the Kafka listener.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nc, err := net.DialTimeout("tcp", cfg.KafkaAddr, time.Second)
+		if err == nil {
+			nc.Close()
+			return stop
+		}
+		select {
+		case err := <-done:
+			stopped = true
+			cancel()
+			t.Fatalf("serve exited before listening: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kafka listener %s never came up: %v", cfg.KafkaAddr, err)
+		}
+	}
+}
+
+// TestServeWithShortRaftTimeouts runs a node the way `kgate serve` wires it,
+// with Raft timeouts below the defaults (as tests and small deployments set
+// them), produces, restarts on the same data directory and reads back.
+func TestServeWithShortRaftTimeouts(t *testing.T) {
+	dir := t.TempDir()
+	kafka := freeAddr(t)
+	args := []string{
+		"--data-dir", dir, "--kafka-addr", kafka, "--raft-addr", freeAddr(t),
+		"--raft-heartbeat-timeout", "100ms", "--raft-election-timeout", "100ms",
+		"--log-level", "error",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	stop := runServe(t, args)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.DefaultProduceTopic("served"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, "served"); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("kept")}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	cl.Close()
+	stop()
+
+	// The same data directory serves the record after a restart.
+	runServe(t, args)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		"served": {0: kgo.NewOffset().AtStart()},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("record not read back after restart")
+		}
+		if err := fs.Err(); err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			if string(recs[0].Value) != "kept" || recs[0].Offset != 0 {
+				t.Fatalf("after restart: offset %d value %q", recs[0].Offset, recs[0].Value)
+			}
+			return
+		}
+	}
+}

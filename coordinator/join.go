@@ -1,0 +1,344 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// JoinRequest is a JoinGroup request.
+type JoinRequest struct {
+	Group                string
+	MemberID             string
+	InstanceID           string
+	ClientID             string
+	ClientHost           string
+	ProtocolType         string
+	SessionTimeout       time.Duration
+	RebalanceTimeout     time.Duration
+	Protocols            []fsm.Protocol
+	RequireKnownMemberID bool // JoinGroup v4+ (KIP-394)
+}
+
+// JoinResult is a JoinGroup answer.
+type JoinResult struct {
+	Code         int16
+	Generation   int32
+	ProtocolType string
+	Protocol     string
+	Leader       string
+	MemberID     string
+	Members      []fsm.MemberMetadata // for the leader only
+}
+
+// validGroupID applies Kafka's rule (and our bound): 1-249 bytes.
+func validGroupID(id string) bool { return id != "" && len(id) <= 249 }
+
+// Join adds a member to a group and, unless it can be answered at once,
+// parks until the join window closes.
+func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
+	if code := c.Status(); code != 0 {
+		return JoinResult{Code: code, MemberID: req.MemberID}
+	}
+	fail := func(e *kerr.Error) JoinResult { return JoinResult{Code: e.Code, MemberID: req.MemberID} }
+	switch {
+	case !validGroupID(req.Group):
+		return fail(kerr.InvalidGroupID)
+	case req.SessionTimeout < c.cfg.MinSessionTimeout || req.SessionTimeout > c.cfg.MaxSessionTimeout:
+		return fail(kerr.InvalidSessionTimeout)
+	case req.ProtocolType == "" || len(req.Protocols) == 0:
+		return fail(kerr.InconsistentGroupProtocol)
+	}
+	for _, p := range req.Protocols {
+		if len(p.Metadata) > c.cfg.MaxMetadataBytes {
+			return fail(kerr.InvalidRequest)
+		}
+	}
+	rebalance := min(max(req.RebalanceTimeout, 0), c.cfg.MaxRebalanceTimeout)
+	if rebalance == 0 {
+		rebalance = req.SessionTimeout
+	}
+
+	c.mu.Lock()
+	if !c.active {
+		c.mu.Unlock()
+		return fail(kerr.NotCoordinator)
+	}
+	sg := c.soft(req.Group)
+	memberID := req.MemberID
+	now := c.now()
+	switch {
+	case memberID == "":
+		memberID = newMemberID(req.ClientID, req.InstanceID)
+		if req.InstanceID == "" && req.RequireKnownMemberID {
+			// KIP-394: hand out an id and let the client come back with it.
+			if c.groupSizeLocked(req.Group, sg) >= c.cfg.MaxGroupMembers {
+				c.mu.Unlock()
+				return fail(kerr.GroupMaxSizeReached)
+			}
+			sg.pending[memberID] = now.Add(req.SessionTimeout)
+			c.mu.Unlock()
+			return JoinResult{Code: kerr.MemberIDRequired.Code, MemberID: memberID}
+		}
+	default:
+		if _, ok := sg.pending[memberID]; ok {
+			delete(sg.pending, memberID)
+			break
+		}
+		st := c.fsm.Member(req.Group, memberID, req.InstanceID)
+		switch {
+		case st.Fenced:
+			c.mu.Unlock()
+			return fail(kerr.FencedInstanceID)
+		case !st.MemberFound:
+			c.mu.Unlock()
+			return fail(kerr.UnknownMemberID)
+		}
+	}
+	prev := c.fsm.Group(req.Group)
+	wasEmpty := prev == nil || prev.State == fsm.GroupEmpty
+	ch := make(chan JoinResult, 1)
+	if old, ok := sg.joinWaiters[memberID]; ok {
+		old <- JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: memberID}
+	}
+	sg.joinWaiters[memberID] = ch
+	c.mu.Unlock()
+
+	res, code := c.propose(ctx, &fsm.JoinGroup{
+		Group: req.Group, MemberID: memberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
+		ClientHost: req.ClientHost, ProtocolType: req.ProtocolType,
+		SessionTimeoutMs: int32(req.SessionTimeout / time.Millisecond), RebalanceTimeoutMs: int32(rebalance / time.Millisecond),
+		Protocols: req.Protocols, NowMs: now.UnixMilli(),
+		MaxMembers: int32(c.cfg.MaxGroupMembers), MaxGroups: int32(c.cfg.MaxGroups), MaxTotalMembers: int32(c.cfg.MaxMembers),
+	})
+	c.mu.Lock()
+	if code == 0 && res.Code == 0 {
+		c.touchLocked(req.Group, sg, memberID, req.SessionTimeout, c.now())
+	}
+	if code != 0 || res.Code != 0 || res.Immediate {
+		if sg.joinWaiters[memberID] == ch {
+			delete(sg.joinWaiters, memberID)
+		}
+		c.mu.Unlock()
+		switch {
+		case code != 0:
+			return JoinResult{Code: code, MemberID: memberID}
+		case res.Code != 0:
+			return JoinResult{Code: res.Code, MemberID: memberID}
+		}
+		return JoinResult{Generation: res.Generation, ProtocolType: res.ProtocolType, Protocol: res.Protocol,
+			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members}
+	}
+	if g := c.fsm.Group(req.Group); g != nil {
+		c.syncRebalancingLocked(req.Group, sg, g)
+		c.armJoinLocked(req.Group, sg, g, wasEmpty)
+	}
+	c.mu.Unlock()
+
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		c.mu.Lock()
+		if sg.joinWaiters[memberID] == ch {
+			delete(sg.joinWaiters, memberID)
+		}
+		c.mu.Unlock()
+		return JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: memberID}
+	}
+}
+
+func newMemberID(clientID, instanceID string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	prefix := clientID
+	if instanceID != "" {
+		prefix = instanceID
+	}
+	if prefix == "" {
+		prefix = "member"
+	}
+	return prefix + "-" + hex.EncodeToString(b[:4]) + "-" + hex.EncodeToString(b[4:6]) + "-" +
+		hex.EncodeToString(b[6:8]) + "-" + hex.EncodeToString(b[8:10]) + "-" + hex.EncodeToString(b[10:])
+}
+
+// groupSizeLocked counts members and pending member ids.
+func (c *Coordinator) groupSizeLocked(group string, sg *softGroup) int {
+	n := len(sg.pending)
+	if g := c.fsm.Group(group); g != nil {
+		n += len(g.Members)
+	}
+	return n
+}
+
+// syncRebalancingLocked answers parked SyncGroups once the group went back
+// to PreparingRebalance: their generation is over.
+func (c *Coordinator) syncRebalancingLocked(group string, sg *softGroup, g *fsm.GroupView) {
+	if g.State != fsm.GroupPreparingRebalance {
+		return
+	}
+	for id, ch := range sg.syncWaiters {
+		ch <- SyncResult{Code: kerr.RebalanceInProgress.Code}
+		delete(sg.syncWaiters, id)
+	}
+	if sg.syncTimer != nil {
+		sg.syncTimer.Stop()
+		sg.syncTimer = nil
+	}
+}
+
+// armJoinLocked (re)schedules the end of the join window of a group in
+// PreparingRebalance. A group that was empty waits out the initial delay,
+// pushed back by each new joiner up to the rebalance timeout (KIP-134);
+// otherwise the window closes when every member has rejoined and no
+// handed-out member id is pending, or at the rebalance timeout.
+func (c *Coordinator) armJoinLocked(group string, sg *softGroup, g *fsm.GroupView, initial bool) {
+	if g.State != fsm.GroupPreparingRebalance {
+		return
+	}
+	now := c.now()
+	if sg.joinTimer == nil || sg.joinGen != g.Generation {
+		sg.windowStart = now
+		sg.joinGen = g.Generation
+		sg.initialPhase = initial
+	}
+	limit := sg.windowStart.Add(c.maxRebalanceTimeout(g))
+	deadline := limit
+	if sg.initialPhase {
+		if d := now.Add(c.cfg.InitialRebalanceDelay); d.Before(limit) {
+			deadline = d
+		}
+	} else if allJoined(g) && len(sg.pending) == 0 {
+		deadline = now
+	}
+	if sg.joinTimer != nil {
+		sg.joinTimer.Stop()
+	}
+	term, gen := c.term, g.Generation
+	d := deadline.Sub(now)
+	if d <= 0 {
+		sg.joinTimer = stoppedTimer{}
+		go c.completeJoin(term, group, gen)
+		return
+	}
+	sg.joinTimer = c.clock.AfterFunc(d, func() { c.completeJoin(term, group, gen) })
+}
+
+type stoppedTimer struct{}
+
+func (stoppedTimer) Stop() bool { return false }
+
+func allJoined(g *fsm.GroupView) bool {
+	for _, m := range g.Members {
+		if !m.Joined {
+			return false
+		}
+	}
+	return true
+}
+
+// completeJoin closes the join window: members that did not rejoin are
+// dropped, the generation moves on and every parked join is answered.
+func (c *Coordinator) completeJoin(term uint64, group string, gen int32) {
+	c.mu.Lock()
+	if c.term != term || !c.active {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	res, code := c.propose(context.Background(), &fsm.CompleteJoin{Group: group, Generation: gen, NowMs: c.now().UnixMilli()})
+	if code != 0 || res.Code != 0 {
+		return // leadership lost (parked requests are answered) or the group moved on
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.term != term {
+		return
+	}
+	sg := c.soft(group)
+	sg.joinTimer = nil
+	for _, id := range res.Removed {
+		sg.forgetLocked(id, kerr.UnknownMemberID.Code)
+	}
+	now := c.now()
+	for _, m := range res.Members {
+		if s := sg.sessions[m.MemberID]; s != nil {
+			s.last = now
+		}
+		ch, ok := sg.joinWaiters[m.MemberID]
+		if !ok {
+			continue
+		}
+		delete(sg.joinWaiters, m.MemberID)
+		r := JoinResult{Generation: res.Generation, ProtocolType: res.ProtocolType, Protocol: res.Protocol,
+			Leader: res.Leader, MemberID: m.MemberID}
+		if m.MemberID == res.Leader {
+			r.Members = res.Members
+		}
+		ch <- r
+	}
+	if g := c.fsm.Group(group); g != nil {
+		c.armSyncLocked(group, sg, g)
+	}
+}
+
+// removeMembers takes members out (leave, expiry, missed sync) and starts
+// the rebalance that follows.
+func (c *Coordinator) removeMembers(ctx context.Context, group string, ids []string) ([]int16, int16) {
+	res, code := c.propose(ctx, &fsm.RemoveMembers{Group: group, MemberIDs: ids, NowMs: c.now().UnixMilli()})
+	if code != 0 {
+		return nil, code
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return res.Codes, res.Code
+	}
+	sg := c.soft(group)
+	for i, id := range ids {
+		if res.Code == 0 && (i >= len(res.Codes) || res.Codes[i] == 0) {
+			sg.forgetLocked(id, kerr.UnknownMemberID.Code)
+		}
+	}
+	if g := c.fsm.Group(group); g != nil {
+		c.syncRebalancingLocked(group, sg, g)
+		c.armJoinLocked(group, sg, g, false)
+	}
+	return res.Codes, res.Code
+}
+
+// expirePending forgets KIP-394 member ids that never came back.
+func (c *Coordinator) expirePending() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return
+	}
+	now := c.now()
+	for group, sg := range c.groups {
+		expired := false
+		for id, until := range sg.pending {
+			if now.After(until) {
+				delete(sg.pending, id)
+				expired = true
+			}
+		}
+		if expired {
+			if g := c.fsm.Group(group); g != nil {
+				c.armJoinLocked(group, sg, g, false)
+			}
+		}
+	}
+}
+
+func (c *Coordinator) expireOffsets(ctx context.Context) {
+	if c.Status() != 0 {
+		return
+	}
+	c.propose(ctx, &fsm.ExpireOffsets{NowMs: c.now().UnixMilli(), RetentionMs: c.cfg.OffsetsRetention.Milliseconds()})
+}

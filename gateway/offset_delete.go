@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.OffsetDeleteRequest)
+	var parts []fsm.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			parts = append(parts, fsm.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+		}
+	}
+	if len(parts) > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+	return later(func() kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		codes, code := s.groups.DeleteOffsets(ctx, req.Group, parts, subscribedTopics)
+		resp.ErrorCode = code
+		if code != 0 {
+			return resp
+		}
+		i := 0
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = codes[i]
+				i++
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	})
+}
+
+// subscribedTopics reads the consumer-protocol subscriptions of a group's
+// members (other protocol types subscribe to nothing we can see).
+func subscribedTopics(g *fsm.GroupView) map[string]bool {
+	out := map[string]bool{}
+	if g.ProtocolType != "consumer" {
+		return out
+	}
+	for _, m := range g.Members {
+		for _, p := range m.Protocols {
+			if p.Name != g.Protocol {
+				continue
+			}
+			var md kmsg.ConsumerMemberMetadata
+			if err := md.ReadFrom(p.Metadata); err != nil {
+				continue
+			}
+			for _, t := range md.Topics {
+				out[t] = true
+			}
+		}
+	}
+	return out
+}
