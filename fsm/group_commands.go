@@ -184,7 +184,7 @@ func decodeCommitOffsets(d *dec) *CommitOffsets {
 // DeleteGroups deletes empty groups and their offsets.
 type DeleteGroups struct{ Groups []string }
 
-func (*DeleteGroups) Kind() Kind       { return KindDeleteGroups }
+func (*DeleteGroups) Kind() Kind      { return KindDeleteGroups }
 func (c *DeleteGroups) encode(e *enc) { encodeStrings(e, c.Groups) }
 
 // TopicPartition names a partition.
