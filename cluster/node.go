@@ -27,18 +27,25 @@ import (
 
 // Config is what a node needs to join Raft.
 type Config struct {
-	NodeID           int32
-	DataDir          string
-	RaftAddr         string // listen and advertise address of the Raft transport
-	KafkaAddr        string // advertised Kafka address of this node
-	BootstrapExpect  int
-	Fsync            bool // fsync the Raft log on every commit (power-loss safety)
-	HeartbeatTimeout time.Duration
-	ElectionTimeout  time.Duration
-	LeaderLease      time.Duration
-	SnapshotEvery    uint64 // entries between snapshots
-	TrailingLogs     uint64
-	Logger           *slog.Logger
+	NodeID          int32
+	DataDir         string
+	RaftAddr        string // listen and advertise address of the Raft transport
+	KafkaAddr       string // advertised Kafka address of this node
+	GossipAddr      string // memberlist listen and advertise address; "" runs without gossip
+	AdminAddr       string // advertised in gossip for operators
+	Join            []string
+	BootstrapExpect int
+	// DeadNodeReapAfter is how long a failed node stays a voter.
+	DeadNodeReapAfter   time.Duration
+	RejoinInterval      time.Duration // how often the seed list is joined again
+	GossipProbeInterval time.Duration
+	Fsync               bool // fsync the Raft log on every commit (power-loss safety)
+	HeartbeatTimeout    time.Duration
+	ElectionTimeout     time.Duration
+	LeaderLease         time.Duration
+	SnapshotEvery       uint64 // entries between snapshots
+	TrailingLogs        uint64
+	Logger              *slog.Logger
 }
 
 // ErrNotLeader is returned by Propose on a node that is not the leader.
@@ -60,6 +67,7 @@ type Node struct {
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
 
+	gossip   *gossip
 	notify   chan bool
 	leader   atomic.Bool // this node leads and has caught up (barrier done)
 	mu       sync.Mutex
@@ -142,7 +150,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.raft = r
-	if !hasState && cfg.BootstrapExpect <= 1 {
+	if !hasState && cfg.BootstrapExpect <= 1 && len(cfg.Join) == 0 {
 		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr(), Suffrage: raft.Voter}}}
 		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			n.Shutdown()
@@ -150,10 +158,22 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		}
 		n.log.Info("bootstrapped a new single-voter cluster", "node_id", cfg.NodeID)
 	}
+	if cfg.GossipAddr != "" {
+		if n.gossip, err = startGossip(n); err != nil {
+			n.Shutdown()
+			return nil, err
+		}
+		n.gossip.join(cfg.Join)
+		n.wg.Add(1)
+		go n.membershipLoop()
+	}
 	n.wg.Add(1)
 	go n.trackLeadership()
 	return n, nil
 }
+
+// hasRaftState reports whether this node has ever been part of a cluster.
+func (n *Node) hasRaftState() bool { return n.raft.LastIndex() > 0 }
 
 // trackLeadership follows NotifyCh. On gaining leadership it waits for the
 // FSM to catch up (Barrier) before the node serves as leader.
@@ -287,8 +307,22 @@ func (n *Node) Self() NodeInfo {
 // ClusterID is the replicated cluster id ("" until the first leader set it).
 func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 
-// Brokers lists the live nodes. One node for now; gossip fills this in.
-func (n *Node) Brokers() []NodeInfo { return []NodeInfo{n.Self()} }
+// Brokers lists the live nodes, by node id: this one and every node gossip
+// sees alive (or merely suspected).
+func (n *Node) Brokers() []NodeInfo {
+	out := []NodeInfo{n.Self()}
+	if n.gossip == nil {
+		return out
+	}
+	for _, m := range n.gossip.snapshot() {
+		if m.meta.ID == n.cfg.NodeID || !alive(m.state) {
+			continue
+		}
+		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
+	}
+	sortNodes(out)
+	return out
+}
 
 // Future is a proposal in flight.
 type Future struct {
@@ -337,9 +371,15 @@ func (n *Node) Shutdown() error {
 	default:
 	}
 	close(n.stop)
+	if n.raft.State() == raft.Leader {
+		n.transferLeadership()
+	}
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
 	n.setLeader(false)
+	if n.gossip != nil {
+		n.gossip.shutdown(false)
+	}
 	n.trans.Close()
 	n.store.Close()
 	return err

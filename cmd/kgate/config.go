@@ -37,6 +37,8 @@ type config struct {
 	RaftTrailingLogs   uint64
 	LogLevel           string
 	Fsync              bool
+	DeadNodeReapAfter  time.Duration
+	RejoinInterval     time.Duration
 
 	GroupInitialDelay time.Duration
 	GroupMinSession   time.Duration
@@ -83,6 +85,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.MaxGroupMembers, "max-group-members", 1000, "members per group, pending member ids included")
 	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups")
 	fs.IntVar(&c.MaxMemberMetadata, "max-member-metadata-bytes", 64<<10, "bytes of join metadata, and of assignment, per member")
+	fs.DurationVar(&c.DeadNodeReapAfter, "dead-node-reap-after", 72*time.Hour, "a failed node stays a Raft voter this long before the leader removes it")
+	fs.DurationVar(&c.RejoinInterval, "rejoin-interval", 30*time.Second, "how often the --join seeds are contacted again")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
 }
@@ -175,6 +179,12 @@ func (c *config) validate() error {
 	if c.RaftElection < c.RaftHeartbeat {
 		return fmt.Errorf("invalid value %s for --raft-election-timeout: must be at least --raft-heartbeat-timeout (%s)", c.RaftElection, c.RaftHeartbeat)
 	}
+	if c.DeadNodeReapAfter <= 0 {
+		return fmt.Errorf("invalid value %s for --dead-node-reap-after: must be positive", c.DeadNodeReapAfter)
+	}
+	if c.RejoinInterval <= 0 {
+		return fmt.Errorf("invalid value %s for --rejoin-interval: must be positive", c.RejoinInterval)
+	}
 	if c.RaftSnapshotEvery < 1 {
 		return fmt.Errorf("invalid value %d for --raft-snapshot-threshold: must be at least 1", c.RaftSnapshotEvery)
 	}
@@ -210,6 +220,17 @@ func (c *config) validate() error {
 		return fmt.Errorf("invalid value %q for --log-level: must be debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// joinList splits --join.
+func (c *config) joinList() []string {
+	var out []string
+	for _, j := range strings.Split(c.Join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 func checkHostPort(v string) error {

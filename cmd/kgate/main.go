@@ -17,6 +17,7 @@ import (
 	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/admin"
 	"github.com/kgate/kgate/gateway/embedded"
 )
 
@@ -52,17 +53,22 @@ func serve(ctx context.Context, cfg *config) error {
 	}
 	defer state.Close()
 	node, err := cluster.Start(cluster.Config{
-		NodeID:           int32(cfg.NodeID),
-		DataDir:          cfg.DataDir,
-		RaftAddr:         cfg.RaftAddr,
-		KafkaAddr:        cfg.AdvertiseKafkaAddr,
-		BootstrapExpect:  cfg.BootstrapExpect,
-		Fsync:            cfg.Fsync,
-		HeartbeatTimeout: cfg.RaftHeartbeat,
-		ElectionTimeout:  cfg.RaftElection,
-		SnapshotEvery:    cfg.RaftSnapshotEvery,
-		TrailingLogs:     cfg.RaftTrailingLogs,
-		Logger:           log,
+		NodeID:            int32(cfg.NodeID),
+		DataDir:           cfg.DataDir,
+		RaftAddr:          cfg.RaftAddr,
+		KafkaAddr:         cfg.AdvertiseKafkaAddr,
+		GossipAddr:        cfg.GossipAddr,
+		AdminAddr:         cfg.AdminAddr,
+		Join:              cfg.joinList(),
+		DeadNodeReapAfter: cfg.DeadNodeReapAfter,
+		RejoinInterval:    cfg.RejoinInterval,
+		BootstrapExpect:   cfg.BootstrapExpect,
+		Fsync:             cfg.Fsync,
+		HeartbeatTimeout:  cfg.RaftHeartbeat,
+		ElectionTimeout:   cfg.RaftElection,
+		SnapshotEvery:     cfg.RaftSnapshotEvery,
+		TrailingLogs:      cfg.RaftTrailingLogs,
+		Logger:            log,
 	}, state)
 	if err != nil {
 		return err
@@ -96,19 +102,26 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
+	adm := admin.New(cfg.AdminAddr, node, state, log)
+	if err := adm.Listen(); err != nil {
+		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
+	}
 
-	// Serve once this node leads and has applied its log, so the first
-	// answers already see every acknowledged record.
-	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = node.WaitLeader(waitCtx)
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		log.Warn("no leader yet; serving anyway", "err", err)
+	// Serve once a leader is known and this node has applied the log, so
+	// the first answers already see every acknowledged record.
+	if err := waitReady(ctx, node, 60*time.Second); err != nil && ctx.Err() == nil {
+		log.Warn("no leader yet; serving anyway (requests get retriable errors until one is elected)", "err", err)
 	}
 	retentionCtx, stopRetention := context.WithCancel(ctx)
 	defer stopRetention()
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
+	go func() {
+		defer bg.Done()
+		if err := adm.Serve(retentionCtx); err != nil {
+			log.Error("admin server", "err", err)
+		}
+	}()
 	go func() {
 		defer bg.Done()
 		backend.RunRetention(retentionCtx, cfg.RetentionCheck)
@@ -124,4 +137,19 @@ func serve(ctx context.Context, cfg *config) error {
 	bg.Wait()
 	log.Info("kgate stopped")
 	return err
+}
+
+func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !node.Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }

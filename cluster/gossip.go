@@ -1,0 +1,213 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// nodeMeta travels in gossip: who a node is and how to reach it.
+type nodeMeta struct {
+	ID        int32  `json:"id"`
+	ClusterID string `json:"cid,omitempty"`
+	KafkaAddr string `json:"kafka"`
+	RaftAddr  string `json:"raft"`
+	AdminAddr string `json:"admin"`
+	Expect    int    `json:"expect"`
+	HasState  bool   `json:"state"` // has Raft state: never bootstraps again
+}
+
+// member is what gossip knows of a node.
+type member struct {
+	meta       nodeMeta
+	gossipAddr string
+	state      memberlist.NodeStateType
+	since      time.Time // of the current state
+}
+
+// gossip wraps memberlist. Callbacks never block: they record the change
+// and poke the node's reconcile loop.
+type gossip struct {
+	n    *Node
+	ml   *memberlist.Memberlist
+	log  *slog.Logger
+	poke chan struct{}
+
+	mu      sync.Mutex
+	members map[string]*member // by memberlist name
+}
+
+func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
+
+func startGossip(n *Node) (*gossip, error) {
+	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), members: map[string]*member{}}
+	host, portStr, err := net.SplitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip addr: %w", err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = nodeName(n.cfg.NodeID)
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	mc.Delegate = g
+	mc.Events = g
+	mc.Alive = g
+	mc.Conflict = g
+	mc.Logger = log.New(&slogWriter{log: g.log}, "", 0)
+	mc.DeadNodeReclaimTime = 30 * time.Second // a node back on a new address reclaims its name
+	if n.cfg.GossipProbeInterval > 0 {
+		mc.ProbeInterval = n.cfg.GossipProbeInterval
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
+	}
+	g.ml = ml
+	return g, nil
+}
+
+// join contacts the seed list; errors are logged, the periodic rejoin retries.
+func (g *gossip) join(seeds []string) {
+	if len(seeds) == 0 {
+		return
+	}
+	if n, err := g.ml.Join(seeds); err != nil {
+		g.log.Warn("join", "seeds", strings.Join(seeds, ","), "contacted", n, "err", err)
+	}
+}
+
+func (g *gossip) localMeta() nodeMeta {
+	return nodeMeta{
+		ID: g.n.cfg.NodeID, ClusterID: g.n.fsm.ClusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
+		RaftAddr: g.n.cfg.RaftAddr, AdminAddr: g.n.cfg.AdminAddr, Expect: g.n.cfg.BootstrapExpect,
+		HasState: g.n.hasRaftState(),
+	}
+}
+
+// refresh re-broadcasts our metadata after it changed (cluster id, state).
+func (g *gossip) refresh() {
+	if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+		g.log.Debug("update node meta", "err", err)
+	}
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossip) NodeMeta(limit int) []byte {
+	b, _ := json.Marshal(g.localMeta())
+	if len(b) > limit {
+		g.log.Error("node metadata exceeds the gossip limit", "bytes", len(b), "limit", limit)
+		return nil
+	}
+	return b
+}
+
+func (g *gossip) NotifyMsg([]byte)                           {}
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (g *gossip) LocalState(join bool) []byte                { return nil }
+func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+
+func decodeMeta(n *memberlist.Node) (nodeMeta, error) {
+	var m nodeMeta
+	if err := json.Unmarshal(n.Meta, &m); err != nil {
+		return m, fmt.Errorf("node %s sent unreadable metadata: %w", n.Name, err)
+	}
+	return m, nil
+}
+
+// NotifyAlive refuses nodes of another cluster (AliveDelegate).
+func (g *gossip) NotifyAlive(peer *memberlist.Node) error {
+	if peer.Name == nodeName(g.n.cfg.NodeID) {
+		return nil
+	}
+	m, err := decodeMeta(peer)
+	if err != nil {
+		return err
+	}
+	if peer.Name != nodeName(m.ID) {
+		return fmt.Errorf("node %s claims node id %d", peer.Name, m.ID)
+	}
+	if ours := g.n.fsm.ClusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
+		g.log.Warn("refusing a node of another cluster", "node", peer.Name, "its_cluster", m.ClusterID, "our_cluster", ours)
+		return fmt.Errorf("cluster id %s is not ours (%s)", m.ClusterID, ours)
+	}
+	return nil
+}
+
+// NotifyConflict logs two nodes claiming one node id (ConflictDelegate).
+func (g *gossip) NotifyConflict(existing, other *memberlist.Node) {
+	g.log.Error("two nodes claim the same node id; refusing the newcomer", "name", existing.Name,
+		"existing", existing.Address(), "other", other.Address())
+}
+
+func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n) }
+func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n) }
+
+func (g *gossip) record(n *memberlist.Node) {
+	m, err := decodeMeta(n)
+	if err != nil {
+		g.log.Warn("ignoring node", "err", err)
+		return
+	}
+	g.mu.Lock()
+	prev := g.members[n.Name]
+	cur := &member{meta: m, gossipAddr: n.Address(), state: n.State, since: time.Now()}
+	if prev != nil && prev.state == n.State {
+		cur.since = prev.since
+	}
+	g.members[n.Name] = cur
+	g.mu.Unlock()
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+}
+
+// snapshot returns every known member sorted by node id.
+func (g *gossip) snapshot() []member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]member, 0, len(g.members))
+	for _, m := range g.members {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].meta.ID < out[j].meta.ID })
+	return out
+}
+
+func (g *gossip) shutdown(leave bool) {
+	if leave {
+		if err := g.ml.Leave(5 * time.Second); err != nil {
+			g.log.Warn("gossip leave", "err", err)
+		}
+	}
+	g.ml.Shutdown()
+}
+
+// slogWriter forwards memberlist's log lines to slog, errors and warnings
+// only: its debug chatter would drown everything else.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(line, "[ERR]"):
+		w.log.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.log.Warn(line)
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*slogWriter)(nil)

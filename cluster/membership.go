@@ -1,0 +1,278 @@
+package cluster
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+func alive(s memberlist.NodeStateType) bool {
+	return s == memberlist.StateAlive || s == memberlist.StateSuspect
+}
+
+func sortNodes(ns []NodeInfo) { sort.Slice(ns, func(i, j int) bool { return ns[i].ID < ns[j].ID }) }
+
+// membershipLoop turns gossip into Raft membership: it bootstraps a new
+// cluster once enough fresh nodes see each other, and on the leader adds and
+// removes voters. It runs on gossip events and on a timer, never inside a
+// memberlist callback.
+func (n *Node) membershipLoop() {
+	defer n.wg.Done()
+	reconcile := time.NewTicker(5 * time.Second)
+	defer reconcile.Stop()
+	every := n.cfg.RejoinInterval
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	rejoin := time.NewTicker(every)
+	defer rejoin.Stop()
+	lastMeta := n.gossip.localMeta()
+	leaderCh := n.LeaderChanged()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.gossip.poke:
+		case <-reconcile.C:
+		case <-leaderCh:
+			leaderCh = n.LeaderChanged()
+		case <-rejoin.C:
+			// A node cut off long enough is forgotten by the others; joining
+			// the seeds again brings it back.
+			n.gossip.join(n.cfg.Join)
+		}
+		if m := n.gossip.localMeta(); m != lastMeta {
+			lastMeta = m
+			n.gossip.refresh()
+		}
+		if !n.hasRaftState() {
+			n.tryBootstrap()
+			continue
+		}
+		if n.IsLeader() {
+			n.reconcile()
+		}
+	}
+}
+
+// tryBootstrap bootstraps once BootstrapExpect nodes without Raft state see
+// each other and no node with state does (that cluster adds us instead).
+// Every such node computes the same voter set: the lowest node ids.
+func (n *Node) tryBootstrap() {
+	expect := n.cfg.BootstrapExpect
+	if expect <= 1 && len(n.cfg.Join) > 0 {
+		return // joining an existing cluster: wait to be added
+	}
+	fresh := []nodeMeta{}
+	sawSelf := false
+	for _, m := range n.gossip.snapshot() {
+		sawSelf = sawSelf || m.meta.ID == n.cfg.NodeID
+		if !alive(m.state) {
+			continue
+		}
+		if m.meta.HasState {
+			return
+		}
+		if m.meta.Expect == expect {
+			fresh = append(fresh, m.meta)
+		}
+	}
+	if !sawSelf {
+		fresh = append(fresh, n.gossip.localMeta())
+		sort.Slice(fresh, func(i, j int) bool { return fresh[i].ID < fresh[j].ID })
+	}
+	if len(fresh) < expect {
+		return
+	}
+	fresh = fresh[:expect]
+	var cfg raft.Configuration
+	self := false
+	for _, m := range fresh {
+		self = self || m.ID == n.cfg.NodeID
+		cfg.Servers = append(cfg.Servers, raft.Server{ID: raft.ServerID(strconv.Itoa(int(m.ID))), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
+	}
+	if !self {
+		return // the bootstrap set leaves us out; the leader will add us
+	}
+	if err := n.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		n.log.Error("bootstrap", "err", err)
+		return
+	}
+	n.log.Info("bootstrapped the cluster", "voters", len(cfg.Servers))
+}
+
+// reconcile makes the Raft voters match gossip: alive nodes become voters
+// (or get their address fixed), nodes that left are removed, and failed
+// nodes are removed only after DeadNodeReapAfter. The leader never removes
+// itself, and a restart never removes anyone.
+func (n *Node) reconcile() {
+	fut := n.raft.GetConfiguration()
+	if err := fut.Error(); err != nil {
+		return
+	}
+	voters := map[raft.ServerID]raft.ServerAddress{}
+	for _, s := range fut.Configuration().Servers {
+		voters[s.ID] = s.Address
+	}
+	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	reap := n.cfg.DeadNodeReapAfter
+	if reap <= 0 {
+		reap = 72 * time.Hour
+	}
+	for _, m := range n.gossip.snapshot() {
+		id := raft.ServerID(strconv.Itoa(int(m.meta.ID)))
+		if id == self {
+			continue
+		}
+		addr, isVoter := voters[id]
+		switch {
+		case alive(m.state):
+			if !isVoter || addr != raft.ServerAddress(m.meta.RaftAddr) {
+				n.log.Info("adding voter", "node_id", m.meta.ID, "raft_addr", m.meta.RaftAddr)
+				if err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.RaftAddr), 0, 10*time.Second).Error(); err != nil {
+					n.log.Warn("add voter", "node_id", m.meta.ID, "err", err)
+				}
+			}
+		case m.state == memberlist.StateLeft && isVoter:
+			n.removeVoter(id, "left the cluster")
+		case m.state == memberlist.StateDead && isVoter && time.Since(m.since) > reap:
+			n.removeVoter(id, "failed longer than --dead-node-reap-after")
+		}
+	}
+}
+
+func (n *Node) removeVoter(id raft.ServerID, why string) {
+	n.log.Info("removing voter", "node_id", id, "why", why)
+	if err := n.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
+		n.log.Warn("remove voter", "node_id", id, "err", err)
+	}
+}
+
+// transferLeadership hands leadership to an up-to-date follower before this
+// leader stops, so clients see a sub-second hand-over instead of an election.
+func (n *Node) transferLeadership() {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil || len(fut.Configuration().Servers) < 2 {
+		return
+	}
+	for try := 0; try < 3; try++ {
+		err := n.raft.LeadershipTransfer().Error()
+		if err == nil {
+			n.log.Info("leadership transferred")
+			return
+		}
+		n.log.Warn("leadership transfer", "try", try+1, "err", err)
+	}
+}
+
+// Leave decommissions this node: leadership is handed over, gossip
+// announces a graceful leave, and the leader removes the node from the
+// voters. A plain stop (Shutdown) keeps the node a voter.
+func (n *Node) Leave() error {
+	if n.raft.State() == raft.Leader {
+		n.transferLeadership()
+	}
+	if n.gossip == nil {
+		return errors.New("cluster: no gossip to leave")
+	}
+	return n.gossip.ml.Leave(5 * time.Second)
+}
+
+// Voter is one Raft voter as the admin API reports it.
+type Voter struct {
+	ID      int32
+	Address string
+}
+
+// Voters lists the Raft configuration's voters.
+func (n *Node) Voters() []Voter {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil {
+		return nil
+	}
+	var out []Voter
+	for _, s := range fut.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		id, err := strconv.Atoi(string(s.ID))
+		if err != nil {
+			continue
+		}
+		out = append(out, Voter{ID: int32(id), Address: string(s.Address)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// MemberInfo is one node as the admin API reports it.
+type MemberInfo struct {
+	ID          int32  `json:"id"`
+	KafkaAddr   string `json:"kafka_addr"`
+	RaftAddr    string `json:"raft_addr"`
+	GossipAddr  string `json:"gossip_addr"`
+	AdminAddr   string `json:"admin_addr"`
+	GossipState string `json:"gossip_state"`
+	Voter       bool   `json:"voter"`
+	Leader      bool   `json:"leader"`
+}
+
+// Members lists every node known to gossip or to Raft, by node id.
+func (n *Node) Members() []MemberInfo {
+	leader, hasLeader := n.LeaderID()
+	byID := map[int32]*MemberInfo{}
+	self := n.cfg.NodeID
+	byID[self] = &MemberInfo{ID: self, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr,
+		GossipAddr: n.cfg.GossipAddr, AdminAddr: n.cfg.AdminAddr, GossipState: "alive"}
+	if n.gossip != nil {
+		for _, m := range n.gossip.snapshot() {
+			if m.meta.ID == self {
+				continue
+			}
+			byID[m.meta.ID] = &MemberInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr,
+				GossipAddr: m.gossipAddr, AdminAddr: m.meta.AdminAddr, GossipState: stateName(m.state)}
+		}
+	}
+	for _, v := range n.Voters() {
+		mi := byID[v.ID]
+		if mi == nil {
+			mi = &MemberInfo{ID: v.ID, RaftAddr: v.Address, GossipState: "unknown"}
+			byID[v.ID] = mi
+		}
+		mi.Voter = true
+	}
+	out := make([]MemberInfo, 0, len(byID))
+	for _, mi := range byID {
+		mi.Leader = hasLeader && mi.ID == leader
+		out = append(out, *mi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "failed"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// Ready reports whether a leader is known and this node has applied the
+// log up to the commit index it knows of.
+func (n *Node) Ready() bool {
+	if _, ok := n.LeaderID(); !ok {
+		return false
+	}
+	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
+}
