@@ -252,8 +252,10 @@ func activeHarness(t *testing.T, cfg Config) *harness {
 	return h
 }
 
-// advance moves the fake clock and lets every goroutine settle.
+// advance lets every goroutine settle (requests reach their parking
+// place), moves the fake clock and lets them settle again.
 func (h *harness) advance(d time.Duration) {
+	synctest.Wait()
 	h.clk.Advance(d)
 	synctest.Wait()
 }

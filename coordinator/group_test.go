@@ -382,7 +382,7 @@ func TestLeaveGroup(t *testing.T) {
 			t.Fatalf("heartbeat after a member left: %d, want REBALANCE_IN_PROGRESS", code)
 		}
 		codes, code = h.c.Leave(h.ctx, "g", []LeaveMember{
-			{InstanceID: "instance-b"},                      // v3+: by instance id
+			{InstanceID: "instance-b"},                           // v3+: by instance id
 			{MemberID: "someone-else", InstanceID: "instance-c"}, // instance id held by another member id
 			{MemberID: "nobody"},
 		})
@@ -466,12 +466,16 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 			t.Fatalf("sync of the old member id: %d, want FENCED_INSTANCE_ID", r.Code)
 		}
 		// The old member id's session running out changes nothing.
-		h.advance(testSession + time.Second)
-		if code := h.hb("g", b, "instance-b", 1); code != codeNone {
-			t.Fatalf("heartbeat after the old id's session ran out: %d", code)
+		for range 4 {
+			h.advance(3 * time.Second)
+			for _, m := range [][2]string{{b, "instance-b"}, {newA, "instance-a"}} {
+				if code := h.hb("g", m[0], m[1], 1); code != codeNone {
+					t.Fatalf("heartbeat of %s after the old id's session ran out: %d", m[0], code)
+				}
+			}
 		}
-		if code := h.hb("g", newA, "instance-a", 1); code != codeNone {
-			t.Fatalf("heartbeat of the new id: %d", code)
+		if g := h.describe("g"); g.State != fsm.GroupStable || len(g.Members) != 2 {
+			t.Fatalf("group: %s %v", g.State, memberIDs(g))
 		}
 
 		// b restarts with other protocol metadata: that takes a rebalance.
@@ -536,44 +540,55 @@ func TestJoinValidation(t *testing.T) {
 func TestGroupMaxSizeCountsPendingMemberIDs(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		h := activeHarness(t, Config{MaxGroupMembers: 3})
-		v4 := func(client string) JoinRequest {
-			r := jreq("g", "", client)
+		v3 := func(member, client string) JoinRequest {
+			r := jreq("g", member, client)
+			r.SessionTimeout = 30 * time.Second
+			return r
+		}
+		v4 := func(member, client string) JoinRequest {
+			r := jreq("g", member, client)
 			r.RequireKnownMemberID = true
 			return r
 		}
-		ca := h.join(jreq("g", "", "ca"))
-		cb := h.join(jreq("g", "", "cb"))
+		ca := h.join(v3("", "ca"))
+		cb := h.join(v3("", "cb"))
 		synctest.Wait()
-		pending := h.joinNow(v4("cc"))
-		if pending.Code != codeMemberIDRequired {
-			t.Fatalf("third member: code %d", pending.Code)
+		if r := h.joinNow(v4("", "cc")); r.Code != codeMemberIDRequired {
+			t.Fatalf("third member: code %d, want MEMBER_ID_REQUIRED", r.Code)
 		}
-		if r := h.joinNow(v4("cd")); r.Code != codeGroupMaxSize {
-			t.Fatalf("join of a fourth member (2 members + 1 pending id): code %d, want GROUP_MAX_SIZE_REACHED", r.Code)
+		if r := h.joinNow(v4("", "cd")); r.Code != codeGroupMaxSize {
+			t.Fatalf("fourth member (2 members + 1 pending id): code %d, want GROUP_MAX_SIZE_REACHED", r.Code)
+		}
+		h.advance(initialDelay)
+		ra, rb := ready(t, ca, "join"), ready(t, cb, "join")
+		if ra.Code != 0 || rb.Code != 0 || ra.Generation != 1 {
+			t.Fatalf("joins %+v %+v", ra, rb)
 		}
 		// The pending id runs out: room again.
-		h.advance(testSession + time.Millisecond)
+		h.advance(testSession - initialDelay + time.Millisecond)
 		h.c.expirePending()
-		again := h.joinNow(v4("cd"))
+		again := h.joinNow(v4("", "cd"))
 		if again.Code != codeMemberIDRequired {
 			t.Fatalf("join after the pending id expired: code %d, want MEMBER_ID_REQUIRED", again.Code)
 		}
-		r := v4("cd")
-		r.MemberID = again.MemberID
-		cd := h.join(r)
-		synctest.Wait()
+		cd := h.join(v4(again.MemberID, "cd"))
+		parked(t, cd, "join of the third member")
 		if g := h.describe("g"); len(g.Members) != 3 {
 			t.Fatalf("members %v", memberIDs(g))
 		}
-		// Full with members: a new member is refused by the state machine too.
-		if r := h.joinNow(jreq("g", "", "ce")); r.Code != codeGroupMaxSize {
-			t.Fatalf("join into a full group: code %d, want GROUP_MAX_SIZE_REACHED", r.Code)
+		// Full with members: refused with or without KIP-394.
+		if r := h.joinNow(v3("", "ce")); r.Code != codeGroupMaxSize {
+			t.Fatalf("v3 join into a full group: code %d, want GROUP_MAX_SIZE_REACHED", r.Code)
 		}
-		// Existing members still rejoin.
-		h.advance(initialDelay)
+		if r := h.joinNow(v4("", "ce")); r.Code != codeGroupMaxSize {
+			t.Fatalf("v4 join into a full group: code %d, want GROUP_MAX_SIZE_REACHED", r.Code)
+		}
+		// Members of a full group still rejoin.
+		ca = h.join(v3(ra.MemberID, "ca"))
+		cb = h.join(v3(rb.MemberID, "cb"))
 		for _, ch := range []<-chan JoinResult{ca, cb, cd} {
-			if r := ready(t, ch, "join"); r.Code != 0 || r.Generation != 1 {
-				t.Fatalf("join: %+v", r)
+			if r := ready(t, ch, "rejoin"); r.Code != 0 || r.Generation != 2 {
+				t.Fatalf("rejoin: %+v", r)
 			}
 		}
 	})
@@ -668,8 +683,8 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 		if _, code := commit("g", "nobody", 1, fsm.OffsetCommit{Topic: "t", Offset: 99}); code != codeUnknownMember {
 			t.Fatalf("commit of an unknown member: %d, want UNKNOWN_MEMBER_ID", code)
 		}
-		if _, code := commit("g", "", -1, fsm.OffsetCommit{Topic: "t", Offset: 99}); code == 0 {
-			t.Fatal("standalone commit into a group with members succeeded")
+		if _, code := commit("g", "", -1, fsm.OffsetCommit{Topic: "t", Offset: 99}); code != codeUnknownMember {
+			t.Fatalf("standalone commit into a group with members: %d, want UNKNOWN_MEMBER_ID", code)
 		}
 		offs, code := h.c.FetchOffsets("g")
 		want := map[fsm.TopicPartition]fsm.Offset{
@@ -813,6 +828,63 @@ func TestDescribeAndListGroups(t *testing.T) {
 		want := []fsm.GroupSummary{{ID: "g", ProtocolType: "consumer", State: fsm.GroupStable}, {ID: "solo", State: fsm.GroupEmpty}}
 		if code != 0 || !slices.Equal(list, want) {
 			t.Fatalf("list %+v, want %+v", list, want)
+		}
+	})
+}
+
+// Kafka fences a static member's previous incarnation at once: its parked
+// JoinGroup is answered FENCED_INSTANCE_ID when the instance id rejoins.
+func TestStaticRejoinFencesParkedJoinOfOldMemberID(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		ra, rb := jreq("g", "", "ca"), jreq("g", "", "cb")
+		ra.InstanceID = "instance-a"
+		ids, _ := h.stable(ra, rb)
+		cc := h.join(jreq("g", "", "cc")) // a rebalance starts
+		ra.MemberID = ids[0]
+		old := h.join(ra) // the old incarnation rejoins and parks
+		parked(t, old, "rejoin of the old incarnation")
+		ra.MemberID = ""
+		restarted := h.join(ra) // the same instance id, restarted
+		if r := ready(t, old, "parked join of the replaced member id"); r.Code != codeFencedInstance {
+			t.Fatalf("parked join of the replaced member id: code %d, want FENCED_INSTANCE_ID", r.Code)
+		}
+		rb.MemberID = ids[1]
+		cb := h.join(rb)
+		for _, ch := range []<-chan JoinResult{restarted, cb, cc} {
+			if r := ready(t, ch, "join"); r.Code != 0 || r.Generation != 2 {
+				t.Fatalf("join: %+v", r)
+			}
+		}
+	})
+}
+
+// A group deleted and created again waits out the initial delay like any
+// new group, whatever its previous life left behind.
+func TestRecreatedGroupWaitsInitialDelay(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		r := jreq("g", "", "ca")
+		r.InstanceID = "instance-a"
+		first := h.join(r)
+		parked(t, first, "join")
+		if _, code := h.c.Leave(h.ctx, "g", []LeaveMember{{InstanceID: "instance-a"}}); code != 0 {
+			t.Fatal(code)
+		}
+		ready(t, first, "join of the member that left")
+		h.advance(time.Minute)
+		if codes := h.c.DeleteGroups(h.ctx, []string{"g"}); !slices.Equal(codes, []int16{0}) {
+			t.Fatalf("delete: %v", codes)
+		}
+		ca := h.join(jreq("g", "", "ca"))
+		parked(t, ca, "first join into the recreated group")
+		cb := h.join(jreq("g", "", "cb"))
+		h.advance(initialDelay - time.Millisecond)
+		parked(t, ca, "first join into the recreated group")
+		h.advance(time.Millisecond)
+		ra, rb := ready(t, ca, "join a"), ready(t, cb, "join b")
+		if ra.Code != 0 || rb.Code != 0 || ra.Generation != 1 || rb.Generation != 1 {
+			t.Fatalf("joins: %+v %+v", ra, rb)
 		}
 	})
 }

@@ -20,22 +20,22 @@ const (
 // Kafka error codes as a client sees them.
 var (
 	codeNone                  = int16(0)
-	codeOffsetMetadataTooBig  = kerr.OffsetMetadataTooLarge.Code     // 12
-	codeLoadInProgress        = kerr.CoordinatorLoadInProgress.Code  // 14
-	codeNotAvailable          = kerr.CoordinatorNotAvailable.Code    // 15
-	codeNotCoordinator        = kerr.NotCoordinator.Code             // 16
-	codeIllegalGeneration     = kerr.IllegalGeneration.Code          // 22
-	codeInconsistentProtocol  = kerr.InconsistentGroupProtocol.Code  // 23
-	codeInvalidGroupID        = kerr.InvalidGroupID.Code             // 24
-	codeUnknownMember         = kerr.UnknownMemberID.Code            // 25
-	codeInvalidSessionTimeout = kerr.InvalidSessionTimeout.Code      // 26
-	codeRebalanceInProgress   = kerr.RebalanceInProgress.Code        // 27
-	codeInvalidRequest        = kerr.InvalidRequest.Code             // 42
-	codeNonEmptyGroup         = kerr.NonEmptyGroup.Code              // 68
-	codeGroupNotFound         = kerr.GroupIDNotFound.Code            // 69
-	codeMemberIDRequired      = kerr.MemberIDRequired.Code           // 79
-	codeGroupMaxSize          = kerr.GroupMaxSizeReached.Code        // 81
-	codeFencedInstance        = kerr.FencedInstanceID.Code           // 82
+	codeOffsetMetadataTooBig  = kerr.OffsetMetadataTooLarge.Code    // 12
+	codeLoadInProgress        = kerr.CoordinatorLoadInProgress.Code // 14
+	codeNotAvailable          = kerr.CoordinatorNotAvailable.Code   // 15
+	codeNotCoordinator        = kerr.NotCoordinator.Code            // 16
+	codeIllegalGeneration     = kerr.IllegalGeneration.Code         // 22
+	codeInconsistentProtocol  = kerr.InconsistentGroupProtocol.Code // 23
+	codeInvalidGroupID        = kerr.InvalidGroupID.Code            // 24
+	codeUnknownMember         = kerr.UnknownMemberID.Code           // 25
+	codeInvalidSessionTimeout = kerr.InvalidSessionTimeout.Code     // 26
+	codeRebalanceInProgress   = kerr.RebalanceInProgress.Code       // 27
+	codeInvalidRequest        = kerr.InvalidRequest.Code            // 42
+	codeNonEmptyGroup         = kerr.NonEmptyGroup.Code             // 68
+	codeGroupNotFound         = kerr.GroupIDNotFound.Code           // 69
+	codeMemberIDRequired      = kerr.MemberIDRequired.Code          // 79
+	codeGroupMaxSize          = kerr.GroupMaxSizeReached.Code       // 81
+	codeFencedInstance        = kerr.FencedInstanceID.Code          // 82
 )
 
 // jreq is a consumer JoinGroup (v3 style: no KIP-394) with one "range"

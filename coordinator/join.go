@@ -102,6 +102,14 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 	}
 	prev := c.fsm.Group(req.Group)
 	wasEmpty := prev == nil || prev.State == fsm.GroupEmpty
+	replaced := "" // a static member's previous member id, fenced once this join applies
+	if req.InstanceID != "" && prev != nil {
+		for _, m := range prev.Members {
+			if m.InstanceID == req.InstanceID && m.ID != memberID {
+				replaced = m.ID
+			}
+		}
+	}
 	ch := make(chan JoinResult, 1)
 	if old, ok := sg.joinWaiters[memberID]; ok {
 		old <- JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: memberID}
@@ -119,6 +127,9 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 	c.mu.Lock()
 	if code == 0 && res.Code == 0 {
 		c.touchLocked(req.Group, sg, memberID, req.SessionTimeout, c.now())
+		if replaced != "" {
+			sg.forgetLocked(replaced, kerr.FencedInstanceID.Code)
+		}
 	}
 	if code != 0 || res.Code != 0 || res.Immediate {
 		if sg.joinWaiters[memberID] == ch {
@@ -202,7 +213,7 @@ func (c *Coordinator) armJoinLocked(group string, sg *softGroup, g *fsm.GroupVie
 		return
 	}
 	now := c.now()
-	if sg.joinTimer == nil || sg.joinGen != g.Generation {
+	if sg.joinTimer == nil || sg.joinGen != g.Generation || initial {
 		sg.windowStart = now
 		sg.joinGen = g.Generation
 		sg.initialPhase = initial

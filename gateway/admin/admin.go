@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/kgate/kgate/cluster"
@@ -33,6 +34,8 @@ func New(addr string, node *cluster.Node, state *fsm.FSM, log *slog.Logger) *Ser
 	mux.HandleFunc("GET /v1/cluster", s.cluster)
 	mux.HandleFunc("GET /v1/groups", s.listGroups)
 	mux.HandleFunc("POST /v1/leave", s.leave)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Install everything the end-to-end client tests (test/e2e, test/clients)
+# need on a Debian machine. Idempotent: a step whose result is already there
+# is skipped, so a re-run takes a few seconds.
+#
+#   * Debian packages: kcat; python3-confluent-kafka and python3-kafka (for
+#     /usr/bin/python3) with python3-snappy, python3-lz4 and python3-zstandard
+#     for kafka-python's codecs; a JDK, Maven and Node.js if missing.
+#     `apt-get update` runs at most once, and only if something is missing.
+#   * npm ci in test/clients/kafkajs (when package-lock.json changed).
+#   * mvn package in test/clients/java -> target/kgate-e2e-java.jar (when
+#     pom.xml or src/ is newer than the jar).
+#   * go mod download (the Go clients franz-go and Sarama).
+#
+# Needs root (or sudo) for apt-get. Environment: PYTHON (default
+# /usr/bin/python3, the interpreter the Debian packages install for).
+set -euo pipefail
+
+readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly PYTHON="${PYTHON:-/usr/bin/python3}"
+readonly KAFKAJS_DIR="$ROOT/test/clients/kafkajs"
+readonly JAVA_DIR="$ROOT/test/clients/java"
+readonly JAR="$JAVA_DIR/target/kgate-e2e-java.jar"
+
+log() { echo "install-test-deps: $*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+	command -v sudo >/dev/null || die "not root and no sudo: cannot apt-get install"
+	SUDO=(sudo)
+fi
+
+APT_UPDATED=0
+apt_install() {
+	((APT_UPDATED)) || {
+		log "apt-get update"
+		"${SUDO[@]}" apt-get update -qq
+		APT_UPDATED=1
+	}
+	log "apt-get install $*"
+	"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+pkg_installed() {
+	[[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
+}
+
+# --- Debian packages -------------------------------------------------------
+debian_packages() {
+	local want=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard)
+	local missing=() p
+	for p in "${want[@]}"; do
+		pkg_installed "$p" || missing+=("$p")
+	done
+	# Toolchains: only if the command is missing (they may come from
+	# elsewhere than Debian's packages).
+	command -v java >/dev/null && command -v javac >/dev/null || missing+=(default-jdk-headless)
+	command -v mvn >/dev/null || missing+=(maven)
+	command -v node >/dev/null || missing+=(nodejs)
+	command -v npm >/dev/null || missing+=(npm)
+	if ((${#missing[@]})); then
+		apt_install "${missing[@]}"
+	else
+		log "Debian packages: already installed"
+	fi
+	"$PYTHON" -c 'import confluent_kafka, kafka, kafka.codec as c; assert c.has_snappy() and c.has_lz4() and c.has_zstd()' ||
+		die "$PYTHON cannot import confluent_kafka/kafka with all codecs"
+	kcat -V >/dev/null || die "kcat does not run"
+}
+
+# --- kafkajs -----------------------------------------------------------------
+kafkajs() {
+	local stamp="$KAFKAJS_DIR/node_modules/.kgate-lock.sha256"
+	local sum
+	sum=$(sha256sum "$KAFKAJS_DIR/package-lock.json" "$KAFKAJS_DIR/package.json" | sha256sum | cut -d' ' -f1)
+	if [[ -f $stamp && $(cat "$stamp") == "$sum" ]]; then
+		log "kafkajs: node_modules up to date"
+		return
+	fi
+	log "kafkajs: npm ci"
+	(cd "$KAFKAJS_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	echo "$sum" >"$stamp"
+}
+
+# --- Java kafka-clients ------------------------------------------------------
+java_client() {
+	if [[ -f $JAR && -z $(find "$JAVA_DIR/pom.xml" "$JAVA_DIR/src" -newer "$JAR" -print -quit) ]]; then
+		log "java: $JAR up to date"
+		return
+	fi
+	log "java: mvn package"
+	local out
+	out=$(cd "$JAVA_DIR" && mvn -q -B package 2>&1) || {
+		printf '%s\n' "$out" >&2
+		die "mvn package failed in $JAVA_DIR"
+	}
+	touch "$JAR"
+}
+
+# --- Go modules --------------------------------------------------------------
+go_modules() {
+	if ! command -v go >/dev/null; then
+		log "go not on PATH: skipping go mod download"
+		return
+	fi
+	(cd "$ROOT" && go mod download) || die "go mod download failed"
+	log "go modules: downloaded"
+}
+
+debian_packages
+kafkajs
+java_client
+go_modules
+log "done"
