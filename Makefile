@@ -8,10 +8,10 @@ build:
 	$(GO) build -o bin/kgate ./cmd/kgate
 	$(GO) build -o bin/kgate-bench ./cmd/kgate-bench
 
-# One node with the embedded log on 127.0.0.1:9092, data in ./kgate-data.
+# A local three-node cluster on loopback (Kafka ports 9092, 9094, 9096),
+# data in ./kgate-data; Ctrl-C stops it. KGATE_NODES=1 make run for one node.
 run: build
-	@echo "kgate: bootstrap servers 127.0.0.1:9092 (Ctrl-C stops)"
-	./bin/kgate serve --node-id 1 --data-dir ./kgate-data --kafka-addr 127.0.0.1:9092
+	./scripts/run-cluster.sh
 
 deps:
 	./scripts/install-test-deps.sh

@@ -30,6 +30,10 @@ func (n *Node) membershipLoop() {
 	}
 	rejoin := time.NewTicker(every)
 	defer rejoin.Stop()
+	// Until a seed answers, retry every second: nodes of a new cluster
+	// usually start together and the first seed may not be up yet.
+	seeking := time.NewTicker(time.Second)
+	defer seeking.Stop()
 	lastMeta := n.gossip.localMeta()
 	leaderCh := n.LeaderChanged()
 	for {
@@ -44,6 +48,10 @@ func (n *Node) membershipLoop() {
 			// A node cut off long enough is forgotten by the others; joining
 			// the seeds again brings it back.
 			n.gossip.join(n.cfg.Join)
+		case <-seeking.C:
+			if len(n.cfg.Join) > 0 && n.gossip.ml.NumMembers() <= 1 {
+				n.gossip.join(n.cfg.Join)
+			}
 		}
 		if m := n.gossip.localMeta(); m != lastMeta {
 			lastMeta = m

@@ -1507,6 +1507,42 @@ func TestMetadataAutoCreate(t *testing.T) {
 	}
 }
 
+func TestMetadataTopicLists(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "list-a", 1, nil)
+	createTopic(t, n.addr, "list-b", 2, nil)
+	c := dialRaw(t, n.addr)
+	names := func(resp *kmsg.MetadataResponse) []string {
+		var out []string
+		for _, mt := range resp.Topics {
+			if mt.ErrorCode != 0 || mt.Topic == nil {
+				t.Fatalf("metadata topic error %d", mt.ErrorCode)
+			}
+			out = append(out, *mt.Topic)
+		}
+		sort.Strings(out)
+		return out
+	}
+	for _, v := range []int16{1, 4, 9, 12} {
+		all := metadataReq(v, false) // null list: every topic
+		if got := names(c.do(all).(*kmsg.MetadataResponse)); fmt.Sprint(got) != "[list-a list-b]" {
+			t.Errorf("v%d null list: %v", v, got)
+		}
+		none := metadataReq(v, false)
+		none.Topics = []kmsg.MetadataRequestTopic{} // empty list: brokers only
+		resp := c.do(none).(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 0 || len(resp.Brokers) != 1 {
+			t.Errorf("v%d empty list: %d topics, %d brokers", v, len(resp.Topics), len(resp.Brokers))
+		}
+	}
+	// v0: an empty list means every topic.
+	v0 := metadataReq(0, false)
+	v0.Topics = []kmsg.MetadataRequestTopic{}
+	if got := names(c.do(v0).(*kmsg.MetadataResponse)); fmt.Sprint(got) != "[list-a list-b]" {
+		t.Errorf("v0 empty list: %v", got)
+	}
+}
+
 func TestMetadataAutoCreateDisabledOnServer(t *testing.T) {
 	n := startNode(t, func(c *gateway.Config) { c.AutoCreateTopics = false })
 	c := dialRaw(t, n.addr)

@@ -16,7 +16,8 @@
 # /usr/bin/python3, the interpreter the Debian packages install for).
 set -euo pipefail
 
-readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly ROOT
 readonly PYTHON="${PYTHON:-/usr/bin/python3}"
 readonly KAFKAJS_DIR="$ROOT/test/clients/kafkajs"
 readonly JAVA_DIR="$ROOT/test/clients/java"

@@ -134,7 +134,11 @@ func readAll(t *testing.T, l *partlog.Log, from int64) [][]byte {
 		}
 		out = append(out, bs...)
 		last := bs[len(bs)-1]
-		off = int64(binary.BigEndian.Uint64(last)) + int64(int32(binary.BigEndian.Uint32(last[23:]))) + 1
+		after := int64(binary.BigEndian.Uint64(last)) + int64(int32(binary.BigEndian.Uint32(last[23:]))) + 1
+		if after <= off {
+			t.Fatalf("read at %d returned batches ending before it (at %d)", off, after)
+		}
+		off = after
 	}
 	return out
 }

@@ -19,7 +19,8 @@ readonly PARTITIONS=3
 readonly GROUP=100
 readonly KCAT="${KCAT:-kcat}"
 readonly KCAT_TIMEOUT="${KCAT_TIMEOUT:-60}"
-readonly START_MS=$(date +%s%3N)
+START_MS=$(date +%s%3N)
+readonly START_MS
 ERRFILE=$(mktemp)
 readonly ERRFILE
 trap 'rm -f "$ERRFILE"' EXIT
