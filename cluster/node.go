@@ -300,7 +300,11 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 	}
 }
 
-// LeaderID returns the current leader's node id, if one is known.
+// LeaderID returns the current leader's node id, if one is known. A
+// follower that has not heard from its leader for a heartbeat timeout
+// reports none: pointing clients at a leader that has just died would send
+// them into connection-refused retries instead of a clean, retriable
+// COORDINATOR_NOT_AVAILABLE / LEADER_NOT_AVAILABLE while the election runs.
 func (n *Node) LeaderID() (int32, bool) {
 	_, id := n.raft.LeaderWithID()
 	if id == "" {
@@ -310,7 +314,17 @@ func (n *Node) LeaderID() (int32, bool) {
 	if err != nil {
 		return 0, false
 	}
+	if int32(v) != n.cfg.NodeID && time.Since(n.raft.LastContact()) > n.heartbeatTimeout() {
+		return 0, false
+	}
 	return int32(v), true
+}
+
+func (n *Node) heartbeatTimeout() time.Duration {
+	if n.cfg.HeartbeatTimeout > 0 {
+		return n.cfg.HeartbeatTimeout
+	}
+	return time.Second
 }
 
 // Self describes this node.

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -122,43 +123,19 @@ func TestFakeClockFiresInDeadlineOrder(t *testing.T) {
 		t.Fatal("Stop of a pending timer returned false")
 	}
 	c.Advance(2500 * time.Millisecond)
-	if want := []string{"a", "b", "b2"}; !equalStrings(got, want) {
+	if want := []string{"a", "b", "b2"}; !slices.Equal(got, want) {
 		t.Fatalf("after 2.5s fired %v, want %v", got, want)
 	}
-	if want := []time.Duration{time.Second, 2 * time.Second, 2500 * time.Millisecond}; !equalDurations(at, want) {
+	if want := []time.Duration{time.Second, 2 * time.Second, 2500 * time.Millisecond}; !slices.Equal(at, want) {
 		t.Fatalf("fired at %v, want %v", at, want)
 	}
 	if c.Now().Sub(start) != 2500*time.Millisecond {
 		t.Fatalf("now = %v after advancing 2.5s", c.Now().Sub(start))
 	}
 	c.Advance(time.Second)
-	if want := []string{"a", "b", "b2", "c"}; !equalStrings(got, want) {
+	if want := []string{"a", "b", "b2", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("fired %v, want %v", got, want)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // testRaft applies proposals straight to an FSM. Leadership is switched by
@@ -170,6 +147,9 @@ type testRaft struct {
 	leader     bool
 	raftLeader bool
 	changed    chan struct{}
+	// applied, when set, runs after each proposal is applied and before
+	// Propose returns, outside the lock: tests use it to hold a proposer.
+	applied func(fsm.Command)
 }
 
 func newTestRaft(f *fsm.FSM) *testRaft {
@@ -206,12 +186,19 @@ func (r *testRaft) set(leader, raftLeader bool) {
 
 func (r *testRaft) Propose(_ context.Context, data []byte, force bool) (any, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !force && !r.leader {
+		r.mu.Unlock()
 		return nil, cluster.ErrNotLeader
 	}
 	r.index++
 	res := r.f.Apply(r.index, data)
+	hook := r.applied
+	r.mu.Unlock()
+	if hook != nil {
+		if cmd, err := fsm.Decode(data); err == nil {
+			hook(cmd)
+		}
+	}
 	if err, ok := res.(error); ok {
 		return nil, err
 	}

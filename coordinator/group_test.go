@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -433,7 +434,9 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 		ids, leader := h.stable(ra, rb)
 		oldA, b := ids[0], ids[1]
 
-		// a restarts: same instance id, no member id.
+		// a restarts: same instance id, no member id. Static members skip
+		// KIP-394's MEMBER_ID_REQUIRED round trip.
+		ra.RequireKnownMemberID = true
 		r := h.joinNow(ra)
 		if r.Code != 0 || r.MemberID == "" || r.MemberID == oldA || r.Generation != 1 || r.Protocol != "range" {
 			t.Fatalf("static rejoin: %+v, want a new member id in generation 1", r)
@@ -885,6 +888,40 @@ func TestRecreatedGroupWaitsInitialDelay(t *testing.T) {
 		ra, rb := ready(t, ca, "join a"), ready(t, cb, "join b")
 		if ra.Code != 0 || rb.Code != 0 || ra.Generation != 1 || rb.Generation != 1 {
 			t.Fatalf("joins: %+v %+v", ra, rb)
+		}
+	})
+}
+
+// Two consumers join a new group at the same moment: whichever request's
+// bookkeeping runs first, the group waits out the initial delay.
+func TestConcurrentFirstJoinsWaitInitialDelay(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		hold := make(chan struct{})
+		release := sync.OnceFunc(func() { close(hold) })
+		defer release()
+		h.raft.applied = func(cmd fsm.Command) {
+			if j, ok := cmd.(*fsm.JoinGroup); ok && j.ClientID == "ca" {
+				<-hold // a's join is applied; its reply is slow
+			}
+		}
+		ca := h.join(jreq("g", "", "ca"))
+		synctest.Wait()
+		if g := h.fsm.Group("g"); g == nil || len(g.Members) != 1 {
+			t.Fatal("a's join not applied")
+		}
+		cb := h.join(jreq("g", "", "cb")) // finds the group already PreparingRebalance
+		parked(t, cb, "join of b while a's join is in flight")
+		release()
+		parked(t, ca, "join of a")
+		parked(t, cb, "join of b")
+		h.advance(initialDelay - time.Millisecond)
+		parked(t, cb, "join of b")
+		h.advance(time.Millisecond)
+		for _, ch := range []<-chan JoinResult{ca, cb} {
+			if r := ready(t, ch, "join"); r.Code != 0 || r.Generation != 1 {
+				t.Fatalf("join: %+v", r)
+			}
 		}
 	})
 }

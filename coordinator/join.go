@@ -110,6 +110,9 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 			}
 		}
 	}
+	if wasEmpty {
+		sg.emptyJoins++ // a window another join opens meanwhile is still the initial one
+	}
 	ch := make(chan JoinResult, 1)
 	if old, ok := sg.joinWaiters[memberID]; ok {
 		old <- JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: memberID}
@@ -125,6 +128,9 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 		MaxMembers: int32(c.cfg.MaxGroupMembers), MaxGroups: int32(c.cfg.MaxGroups), MaxTotalMembers: int32(c.cfg.MaxMembers),
 	})
 	c.mu.Lock()
+	if wasEmpty {
+		sg.emptyJoins--
+	}
 	if code == 0 && res.Code == 0 {
 		c.touchLocked(req.Group, sg, memberID, req.SessionTimeout, c.now())
 		if replaced != "" {
@@ -216,7 +222,7 @@ func (c *Coordinator) armJoinLocked(group string, sg *softGroup, g *fsm.GroupVie
 	if sg.joinTimer == nil || sg.joinGen != g.Generation || initial {
 		sg.windowStart = now
 		sg.joinGen = g.Generation
-		sg.initialPhase = initial
+		sg.initialPhase = initial || sg.emptyJoins > 0
 	}
 	limit := sg.windowStart.Add(c.maxRebalanceTimeout(g))
 	deadline := limit

@@ -166,7 +166,7 @@ func TestRegainedLeadershipRearmsSessionsFromNow(t *testing.T) {
 	})
 }
 
-func TestRegainedLeadershipReopensJoinWindow(t *testing.T) {
+func TestJoinRetryAfterReelection(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config{})
 		h.run()
@@ -178,8 +178,8 @@ func TestRegainedLeadershipReopensJoinWindow(t *testing.T) {
 		}
 		id := h.fsm.Group("g").Members[0].ID
 		h.switchLeader(true, true)
-		// The client retries with its member id; the window of the
-		// PreparingRebalance group closes at the rebalance timeout at the latest.
+		// The client retries with its member id and gets the generation
+		// the new term's join window produced.
 		again := h.join(jreq("g", id, "ca"))
 		h.advance(testRebalance)
 		if r := ready(t, again, "join after re-election"); r.Code != 0 || r.Generation != 1 || r.Leader != id {

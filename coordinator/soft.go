@@ -18,6 +18,7 @@ type softGroup struct {
 	joinGen      int32     // generation the armed join window replaces
 	windowStart  time.Time // when the current join window opened
 	initialPhase bool      // KIP-134 delay applies (the group was empty)
+	emptyJoins   int       // Joins in flight that found the group empty
 	syncTimer    Timer
 }
 

@@ -17,7 +17,7 @@ var genPartitions = []TopicPartition{
 	{"events", 0}, {"events", 1}, {"events", 2},
 }
 
-var genGroups = []string{"g0", "g1", "g2"}
+var genGroups = []string{"g0", "g1", "g2", "g3", "g4"}
 
 // groupLogGen writes a random group command log as a coordinator (and a
 // few misbehaving clients) would: it applies each command to ref as it
@@ -126,7 +126,7 @@ func (g *groupLogGen) step() {
 			c.ProtocolType = "connect"
 		}
 		if g.r.IntN(3) == 0 {
-			c.MaxMembers, c.MaxGroups, c.MaxTotalMembers = 4, 2, 8
+			c.MaxMembers, c.MaxGroups, c.MaxTotalMembers = 4, 3, 10
 		}
 		if len(members) > 0 && g.r.IntN(2) == 0 {
 			c.MemberID = someMember()
@@ -189,7 +189,10 @@ func (g *groupLogGen) step() {
 		}
 		g.emit(Encode(&RemoveMembers{Group: group, MemberIDs: ids, NowMs: g.now}))
 	case k < 88:
-		c := &CommitOffsets{Group: group, MemberID: someMember(), Generation: someGen(), NowMs: g.now, MaxGroups: 4}
+		c := &CommitOffsets{Group: group, MemberID: someMember(), Generation: someGen(), NowMs: g.now}
+		if g.r.IntN(2) == 0 {
+			c.MaxGroups = 3
+		}
 		if g.r.IntN(4) == 0 {
 			c.MemberID, c.Generation = "", -1 // standalone
 		}

@@ -1,3 +1,7 @@
+// Package e2e runs bin/kgate as a process and drives it with real Kafka
+// clients: franz-go and Sarama in process, kcat, confluent-kafka-python,
+// kafka-python, kafkajs and the Java client through the programs in
+// test/clients. See README.md.
 package e2e
 
 import (

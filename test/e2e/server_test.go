@@ -97,9 +97,11 @@ type kgateServer struct {
 	// external is set when the scenarios run against envExternal.
 	external bool
 
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
-	runErr error         // cmd.Wait's result, valid after exited is closed
+	cmd      *exec.Cmd
+	stopping bool          // the harness signalled cmd
+	exited   chan struct{} // closed when cmd has exited
+	runErr   error         // cmd.Wait's result, valid after exited is closed
+	exitedAt time.Time     // valid after exited is closed
 }
 
 // startKgate starts kgate (or uses the broker named by envExternal) and
@@ -124,6 +126,9 @@ func startKgate(t *testing.T) *kgateServer {
 	t.Cleanup(func() {
 		if s.running() {
 			s.kill9()
+		} else if s.cmd != nil && !s.stopping {
+			t.Errorf("kgate pid %d exited on its own at %s (%s) without a signal from the harness",
+				s.cmd.Process.Pid, s.exitedAt.Format("15:04:05.000"), s.exitStatus())
 		}
 		if t.Failed() {
 			t.Logf("kgate log (%s), last lines:\n%s", s.logPath, tailFile(s.logPath, 60))
@@ -173,10 +178,13 @@ func (s *kgateServer) start() {
 		s.t.Fatalf("starting kgate: %v", err)
 	}
 	s.cmd = cmd
-	s.exited = make(chan struct{})
+	s.stopping = false
+	exited := make(chan struct{})
+	s.exited = exited
 	go func() {
 		s.runErr = cmd.Wait()
-		close(s.exited)
+		s.exitedAt = time.Now()
+		close(exited)
 	}()
 	if err := s.waitReady(); err != nil {
 		s.t.Fatalf("kgate did not become ready: %v\nlog tail:\n%s", err, tailFile(s.logPath, 40))
@@ -192,7 +200,7 @@ func (s *kgateServer) waitReady() error {
 	for {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("kgate exited during startup: %v", s.runErr)
+			return fmt.Errorf("kgate exited during startup (%s)", s.exitStatus())
 		default:
 		}
 		last = s.metadataOnce(ctx)
@@ -203,7 +211,7 @@ func (s *kgateServer) waitReady() error {
 		case <-ctx.Done():
 			return fmt.Errorf("no successful Metadata within %v: %v", startTimeout, last)
 		case <-s.exited:
-			return fmt.Errorf("kgate exited during startup: %v", s.runErr)
+			return fmt.Errorf("kgate exited during startup (%s)", s.exitStatus())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -239,6 +247,7 @@ func (s *kgateServer) stop() {
 	if s.external || !s.running() {
 		return
 	}
+	s.stopping = true
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		s.t.Fatalf("SIGTERM: %v", err)
 	}
@@ -258,12 +267,21 @@ func (s *kgateServer) kill9() {
 	if s.external || !s.running() {
 		return
 	}
+	s.stopping = true
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-s.exited:
 	case <-time.After(stopTimeout):
 		s.t.Errorf("kgate pid %d still running %v after SIGKILL", s.cmd.Process.Pid, stopTimeout)
 	}
+}
+
+// exitStatus describes how the exited process ended.
+func (s *kgateServer) exitStatus() string {
+	if s.runErr != nil {
+		return s.runErr.Error()
+	}
+	return "exit status 0"
 }
 
 // restart stops kgate with SIGTERM and starts it again on the same data.
