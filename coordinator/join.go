@@ -338,6 +338,10 @@ func (c *Coordinator) expirePending() {
 	}
 	now := c.now()
 	for group, sg := range c.groups {
+		if sg.idle() && c.fsm.Group(group) == nil {
+			delete(c.groups, group) // requests for unknown groups leave nothing behind
+			continue
+		}
 		expired := false
 		for id, until := range sg.pending {
 			if now.After(until) {

@@ -42,6 +42,12 @@ func (c *Coordinator) soft(group string) *softGroup {
 	return sg
 }
 
+// idle reports whether nothing is parked, pending, timed or tracked.
+func (sg *softGroup) idle() bool {
+	return len(sg.joinWaiters) == 0 && len(sg.syncWaiters) == 0 && len(sg.pending) == 0 &&
+		len(sg.sessions) == 0 && sg.joinTimer == nil && sg.syncTimer == nil
+}
+
 // stop answers everything parked with code and stops every timer.
 func (sg *softGroup) stop(code int16) {
 	for id, ch := range sg.joinWaiters {

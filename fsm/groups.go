@@ -495,7 +495,11 @@ func (f *FSM) applyCommitOffsets(c *CommitOffsets) any {
 	defer f.mu.Unlock()
 	g := f.groups[c.Group]
 	if g == nil {
-		if c.Generation >= 0 || c.MemberID != "" {
+		// As Kafka: a generation for a group that does not exist is illegal.
+		if c.Generation >= 0 {
+			return &GroupResult{Code: ErrIllegalGeneration}
+		}
+		if c.MemberID != "" {
 			return &GroupResult{Code: ErrUnknownMemberID}
 		}
 		var code int16
