@@ -284,3 +284,22 @@ func (n *Node) Ready() bool {
 	}
 	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
 }
+
+// Replicas returns the voters' node ids and, of those, the ones in contact:
+// this node, and every other voter gossip sees alive.
+func (n *Node) Replicas() (replicas, isr []int32) {
+	alive := map[int32]bool{n.cfg.NodeID: true}
+	for _, b := range n.Brokers() {
+		alive[b.ID] = true
+	}
+	for _, v := range n.Voters() {
+		replicas = append(replicas, v.ID)
+		if alive[v.ID] {
+			isr = append(isr, v.ID)
+		}
+	}
+	if replicas == nil {
+		replicas, isr = []int32{}, []int32{}
+	}
+	return replicas, isr
+}

@@ -391,6 +391,14 @@ func (n *Node) Propose(ctx context.Context, data []byte, force bool) (any, error
 	return Future{f: n.raft.Apply(data, timeout)}.Result()
 }
 
+// StepDown hands leadership to an up-to-date follower if this node leads,
+// so that a planned stop costs clients no election.
+func (n *Node) StepDown() {
+	if n.raft.State() == raft.Leader {
+		n.transferLeadership()
+	}
+}
+
 // Shutdown stops Raft and closes the stores.
 func (n *Node) Shutdown() error {
 	select {

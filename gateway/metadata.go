@@ -88,6 +88,7 @@ func (s *Server) topicMetadata(t TopicInfo) kmsg.MetadataResponseTopic {
 	mt.TopicID = t.ID
 	mt.AuthorizedOperations = authorizedOpsUnset
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, t.Partitions)
+	replicas, isr := s.cluster.Replicas()
 	for p := int32(0); p < t.Partitions; p++ {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
@@ -98,14 +99,22 @@ func (s *Server) topicMetadata(t TopicInfo) kmsg.MetadataResponseTopic {
 		}
 		mp.Leader = leader
 		mp.LeaderEpoch = 0
-		if ok {
-			mp.Replicas = []int32{leader}
-			mp.ISR = []int32{leader}
-		} else {
-			mp.Replicas, mp.ISR = []int32{}, []int32{}
-		}
-		mp.OfflineReplicas = []int32{}
+		mp.Replicas, mp.ISR, mp.OfflineReplicas = replicas, isr, offline(replicas, isr)
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+func offline(replicas, isr []int32) []int32 {
+	out := []int32{}
+	for _, r := range replicas {
+		found := false
+		for _, i := range isr {
+			found = found || i == r
+		}
+		if !found {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -71,6 +71,8 @@ type Cluster interface {
 	Brokers() []cluster.NodeInfo
 	LeaderID() (int32, bool)
 	ClusterID() string
+	// Replicas are the Raft voters; ISR those of them in contact.
+	Replicas() (replicas, isr []int32)
 }
 
 // Server is the Kafka listener.

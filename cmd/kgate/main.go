@@ -132,7 +132,17 @@ func serve(ctx context.Context, cfg *config) error {
 	}()
 	log.Info("kgate serving", "kafka", cfg.AdvertiseKafkaAddr, "bootstrap", srv.Addr().String(), "data_dir", cfg.DataDir)
 	fmt.Fprintf(os.Stdout, "kgate node %d ready: bootstrap servers %s\n", cfg.NodeID, cfg.AdvertiseKafkaAddr)
-	err = srv.Serve(ctx)
+	// On SIGTERM the leader hands over first, while its listener still
+	// answers (NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER send clients to the
+	// new leader), and only then stops serving.
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	defer stopSrv()
+	go func() {
+		<-ctx.Done()
+		node.StepDown()
+		stopSrv()
+	}()
+	err = srv.Serve(srvCtx)
 	stopRetention()
 	bg.Wait()
 	log.Info("kgate stopped")
