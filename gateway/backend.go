@@ -17,8 +17,9 @@ type Backend interface {
 	Topic(name string) (TopicInfo, bool)
 	// TopicName resolves a topic id.
 	TopicName(id [16]byte) (string, bool)
-	// PartitionLeader is the node that serves a partition's produce and fetch.
-	PartitionLeader(topic string, partition int32) (int32, bool)
+	// PartitionLeader is the node that serves a partition's produce and
+	// fetch: -1 while there is none. ok is false for an unknown partition.
+	PartitionLeader(topic string, partition int32) (leader int32, ok bool)
 
 	CreateTopic(ctx context.Context, spec TopicSpec) error
 	DeleteTopic(ctx context.Context, name string) error

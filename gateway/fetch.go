@@ -109,7 +109,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, watches *[]<-chan struct{}) (
 			sp.RecordBatches = []byte{} // librdkafka rejects a null record set
 			sp.ErrorCode = topicErr
 			if topicErr == 0 {
-				if leader, ok := s.backend.PartitionLeader(name, rp.Partition); ok && leader != self {
+				switch leader, ok := s.backend.PartitionLeader(name, rp.Partition); {
+				case !ok:
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				case leader != self:
 					sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				}
 			}

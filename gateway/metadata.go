@@ -93,7 +93,7 @@ func (s *Server) topicMetadata(t TopicInfo) kmsg.MetadataResponseTopic {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
 		leader, ok := s.backend.PartitionLeader(t.Name, p)
-		if !ok {
+		if !ok || leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			leader = -1
 		}

@@ -63,12 +63,17 @@ func (b *Backend) TopicName(id [16]byte) (string, bool) {
 	return n, n != ""
 }
 
-// PartitionLeader: the Raft leader leads every partition.
+// PartitionLeader: the Raft leader leads every partition, once it has
+// applied the whole log (before that its high watermarks could lag).
 func (b *Backend) PartitionLeader(topic string, partition int32) (int32, bool) {
 	if b.fsm.Partition(topic, partition) == nil {
 		return -1, false
 	}
-	return b.node.LeaderID()
+	id, ok := b.node.LeaderID()
+	if !ok || (id == b.node.Self().ID && !b.node.IsLeader()) {
+		return -1, true
+	}
+	return id, true
 }
 
 // propose applies a command on the leader and maps the outcome to a code.

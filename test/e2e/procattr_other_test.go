@@ -4,6 +4,6 @@ package e2e
 
 import "syscall"
 
-func serverProcAttr() *syscall.SysProcAttr { return nil }
+func serverProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func groupProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
