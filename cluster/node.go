@@ -153,6 +153,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
 
+	if err := recoverFromPeersFile(dir, rc, &raftFSM{f: f}, logs, store, snaps, trans, n.log); err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
 	hasState, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		return nil, err
@@ -184,6 +189,30 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	n.wg.Add(1)
 	go n.trackLeadership()
 	return n, nil
+}
+
+// recoverFromPeersFile is the manual way out of a lost majority: an
+// operator writes raft/peers.json (hashicorp/raft's format: a list of
+// {"id", "address", "non_voter"}) naming the surviving nodes, and the node
+// rewrites its Raft configuration to exactly that before starting.
+func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.LogStore, stable raft.StableStore,
+	snaps raft.SnapshotStore, trans raft.Transport, log *slog.Logger) error {
+	path := filepath.Join(dir, "peers.json")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	conf, err := raft.ReadConfigJSON(path)
+	if err != nil {
+		return fmt.Errorf("recovery file %s: %w", path, err)
+	}
+	if err := raft.RecoverCluster(rc, fsm, logs, stable, snaps, trans, conf); err != nil {
+		return fmt.Errorf("recover cluster from %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	log.Warn("Raft configuration recovered from peers.json; removed the file", "voters", len(conf.Servers))
+	return nil
 }
 
 // hasRaftState reports whether this node has ever been part of a cluster.
