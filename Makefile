@@ -24,6 +24,7 @@ test: deps build lint
 fuzz:
 	$(GO) test -run=NONE -fuzz=FuzzParseRequest -fuzztime=$(FUZZTIME) ./gateway/
 	$(GO) test -run=NONE -fuzz=FuzzValidate -fuzztime=$(FUZZTIME) ./gateway/records/
+	$(GO) test -run=NONE -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./fsm/
 
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=5m

@@ -25,6 +25,10 @@ type nodeMeta struct {
 	AdminAddr string `json:"admin"`
 	Expect    int    `json:"expect"`
 	HasState  bool   `json:"state"` // has Raft state: never bootstraps again
+	// Leaving is set just before a graceful leave, so that the others read
+	// the node's departure as a leave rather than a failure: memberlist
+	// does not tell its event callbacks which of the two it was.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // member is what gossip knows of a node.
@@ -89,9 +93,9 @@ func (g *gossip) join(seeds []string) {
 
 func (g *gossip) localMeta() nodeMeta {
 	return nodeMeta{
-		ID: g.n.cfg.NodeID, ClusterID: g.n.fsm.ClusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
+		ID: g.n.cfg.NodeID, ClusterID: g.n.clusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
 		RaftAddr: g.n.cfg.RaftAddr, AdminAddr: g.n.cfg.AdminAddr, Expect: g.n.cfg.BootstrapExpect,
-		HasState: g.n.hasRaftState(),
+		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(),
 	}
 }
 
@@ -137,7 +141,7 @@ func (g *gossip) NotifyAlive(peer *memberlist.Node) error {
 	if peer.Name != nodeName(m.ID) {
 		return fmt.Errorf("node %s claims node id %d", peer.Name, m.ID)
 	}
-	if ours := g.n.fsm.ClusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
+	if ours := g.n.clusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
 		g.log.Warn("refusing a node of another cluster", "node", peer.Name, "its_cluster", m.ClusterID, "our_cluster", ours)
 		return fmt.Errorf("cluster id %s is not ours (%s)", m.ClusterID, ours)
 	}
@@ -150,20 +154,27 @@ func (g *gossip) NotifyConflict(existing, other *memberlist.Node) {
 		"existing", existing.Address(), "other", other.Address())
 }
 
-func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n) }
-func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n) }
-func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n) }
+// memberlist (v0.6) never sets Node.State in these callbacks (it is always
+// StateAlive), so the state comes from the event: join and update mean
+// alive; a leave is a graceful leave when the node announced it, else a
+// failure.
+func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n, memberlist.StateAlive) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, memberlist.StateAlive) }
+func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.record(n, memberlist.StateDead) }
 
-func (g *gossip) record(n *memberlist.Node) {
+func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	m, err := decodeMeta(n)
 	if err != nil {
 		g.log.Warn("ignoring node", "err", err)
 		return
 	}
+	if state == memberlist.StateDead && m.Leaving {
+		state = memberlist.StateLeft
+	}
 	g.mu.Lock()
 	prev := g.members[n.Name]
-	cur := &member{meta: m, gossipAddr: n.Address(), state: n.State, since: time.Now()}
-	if prev != nil && prev.state == n.State {
+	cur := &member{meta: m, gossipAddr: n.Address(), state: state, since: time.Now()}
+	if prev != nil && prev.state == state {
 		cur.since = prev.since
 	}
 	g.members[n.Name] = cur

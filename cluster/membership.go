@@ -187,6 +187,8 @@ func (n *Node) Leave() error {
 	if n.gossip == nil {
 		return errors.New("cluster: no gossip to leave")
 	}
+	n.leaving.Store(true)
+	n.gossip.refresh() // announce the leave first: see nodeMeta.Leaving
 	return n.gossip.ml.Leave(5 * time.Second)
 }
 

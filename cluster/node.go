@@ -69,6 +69,7 @@ type Node struct {
 	trans *raft.NetworkTransport
 
 	gossip   *gossip
+	leaving  atomic.Bool // Leave was called
 	notify   chan bool
 	leader   atomic.Bool // this node leads and has caught up (barrier done)
 	mu       sync.Mutex
@@ -76,6 +77,10 @@ type Node struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// logClusterID is the cluster id found in the local Raft log at start,
+	// for gossip until the FSM has replayed the log (see clusterID).
+	logClusterID string
 }
 
 // Start opens the stores, starts Raft and, on a node without Raft state and
@@ -118,7 +123,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft addr: %w", err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 4, 10*time.Second, hlog)
+	trans, err := newTransport(cfg.RaftAddr, addr, hlog)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
@@ -169,6 +174,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.raft = r
+	if f.ClusterID() == "" {
+		n.logClusterID = clusterIDInLog(store)
+	}
 	if !hasState && cfg.BootstrapExpect <= 1 && len(cfg.Join) == 0 {
 		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr(), Suffrage: raft.Voter}}}
 		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
@@ -213,6 +221,48 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 	}
 	log.Warn("Raft configuration recovered from peers.json; removed the file", "voters", len(conf.Servers))
 	return nil
+}
+
+// newTransport makes the Raft TCP transport. Tests replace it with one
+// whose network they can cut.
+var newTransport = func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
+	return raft.NewTCPTransportWithLogger(bind, advertise, 4, 10*time.Second, log)
+}
+
+// clusterID is the FSM's cluster id or, until a restarted node has replayed
+// its log (which waits for a leader), the one its Raft log records. Gossip
+// presents and checks it from the start, so a node with another cluster's
+// data is refused before the leader could add it as a voter.
+func (n *Node) clusterID() string {
+	if id := n.fsm.ClusterID(); id != "" {
+		return id
+	}
+	return n.logClusterID
+}
+
+// clusterIDInLog returns the id of the first InitCluster command among the
+// first entries of the log, or "". A log without a snapshot starts at index
+// 1 and the first leader proposes InitCluster right after its election; a
+// node with a snapshot has the id in its FSM already.
+func clusterIDInLog(logs raft.LogStore) string {
+	first, err := logs.FirstIndex()
+	if err != nil || first == 0 {
+		return ""
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return ""
+	}
+	for i := first; i <= last && i < first+64; i++ {
+		var l raft.Log
+		if logs.GetLog(i, &l) != nil || l.Type != raft.LogCommand || len(l.Data) == 0 || fsm.Kind(l.Data[0]) != fsm.KindInitCluster {
+			continue
+		}
+		if c, err := fsm.Decode(l.Data); err == nil {
+			return c.(*fsm.InitCluster).ClusterID
+		}
+	}
+	return ""
 }
 
 // hasRaftState reports whether this node has ever been part of a cluster.

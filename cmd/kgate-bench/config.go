@@ -52,6 +52,7 @@ everything back from the start with a fresh direct-partition consumer and
 checks that every acknowledged record was read exactly once.
 
 Usage: kgate-bench [flags]
+       kgate-bench groups|joinstorm|failover [flags]   (see kgate-bench <subcommand> -h)
 
 `
 

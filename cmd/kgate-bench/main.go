@@ -29,6 +29,14 @@ func main() {
 // run is main without the process globals; it returns the exit code:
 // 0 if every run passed, 1 if any failed, 2 on a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "groups", "joinstorm":
+			return runGroupsCmd(args[0], args[1:], stdout, stderr)
+		case "failover":
+			return runFailoverCmd(args[1:], stdout, stderr)
+		}
+	}
 	cfg, err := parseConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -37,11 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kgate-bench:", err)
 		return 2
 	}
-	level := slog.LevelInfo
-	if cfg.verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(stderr, cfg.verbose)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -80,6 +84,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// runGroupsCmd runs the groups or joinstorm subcommand; exit codes as run.
+func runGroupsCmd(mode string, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseGroupsConfig(mode, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kgate-bench:", err)
+		return 2
+	}
+	log := newLogger(stderr, cfg.verbose).With("mode", mode, "label", cfg.label)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	res, err := runGroups(ctx, log, cfg)
+	if err != nil {
+		res.OK = false
+		res.Error = err.Error()
+		log.Error(mode+" failed", "err", err)
+	}
+	if cfg.json {
+		err = writeJSON(stdout, res)
+	} else {
+		err = writeGroupsTable(stdout, res)
+	}
+	if err != nil {
+		log.Error("write report", "err", err)
+		return 1
+	}
+	if !res.OK {
 		return 1
 	}
 	return 0

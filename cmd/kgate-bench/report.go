@@ -66,7 +66,7 @@ func perSecond(v float64, d time.Duration) float64 {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func writeJSON(w io.Writer, results []result) error {
+func writeJSON(w io.Writer, results any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(results)

@@ -1,0 +1,448 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// Three fresh nodes with bootstrap-expect 3 form one cluster: one leader,
+// three voters, every node knows every broker, one cluster id, and data
+// written on the leader is readable on every node.
+func TestThreeNodesBootstrap(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	brokersAre(t, c.nodes, c.nodes)
+
+	cid := leader.n.ClusterID()
+	if cid == "" {
+		t.Fatal("the leader serves without a cluster id")
+	}
+	for _, tn := range c.nodes {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d knows the cluster id", tn.id), func() error {
+			if got := tn.n.ClusterID(); got != cid {
+				return fmt.Errorf("cluster id %q, leader has %q", got, cid)
+			}
+			return nil
+		})
+	}
+	// Every node names the same leader, and only that one serves as leader.
+	for _, tn := range c.nodes {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d names the leader", tn.id), func() error {
+			if id, ok := tn.n.LeaderID(); !ok || id != leader.id {
+				return fmt.Errorf("leader id %d (known %v), want %d", id, ok, leader.id)
+			}
+			return nil
+		})
+	}
+	if ls := servingLeaders(c.nodes); len(ls) != 1 || ls[0] != leader {
+		t.Fatalf("%d nodes serve as leader", len(ls))
+	}
+
+	createTopic(t, c.nodes, "orders", 2)
+	p := newProducer("orders", 1)
+	p.produce(t, c.nodes, 5, 100)
+	commitOffset(t, c.nodes, "billing", "orders", 0, 4)
+	want := stateOf(leader, "billing")
+	if want.Logs["orders/0"] != [2]int64{0, 10} {
+		t.Fatalf("leader log bounds %v, want [0 10]", want.Logs["orders/0"])
+	}
+	converged(t, c.nodes, want, "billing")
+	readyAll(t, c.nodes)
+	for _, tn := range c.nodes {
+		if got, lead := readAll(t, tn, "orders", 0), readAll(t, leader, "orders", 0); !equalBatches(got, lead) {
+			t.Fatalf("node %d's record data differs from the leader's", tn.id)
+		}
+	}
+}
+
+func equalBatches(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// A graceful stop of the leader hands leadership to a follower; the stopped
+// node stays a voter; the two others keep committing.
+func TestLeaderShutdownHandsOver(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 10, 50)
+	commitOffset(t, c.nodes, "g", "t", 0, 7)
+	acked := stateOf(leader, "g")
+
+	began := time.Now()
+	leader.stop(t)
+	rest := c.running()
+	next := leaderAmong(t, rest)
+	t.Logf("leadership hand-over on graceful shutdown: %v (node %d -> node %d)", time.Since(began), leader.id, next.id)
+
+	if got := stateOf(next, "g"); !equalState(got, acked) {
+		t.Fatalf("new leader lacks acknowledged writes: %+v, want %+v", got, acked)
+	}
+	p.produce(t, rest, 5, 50)
+	converged(t, rest, stateOf(next, "g"), "g")
+	votersAre(t, rest, c.nodes)
+}
+
+func equalState(a, b nodeState) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// A crashed leader (no hand-over, no gossip leave) is replaced by an
+// election among the two others; every acknowledged write survives; the
+// cluster keeps committing with 2 of 3; the dead node stays a voter.
+func TestLeaderCrash(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 20, 50)
+	commitOffset(t, c.nodes, "g", "t", 0, 11)
+	acked := stateOf(leader, "g")
+
+	began := time.Now()
+	leader.crash(t)
+	rest := c.running()
+	next := leaderAmong(t, rest)
+	t.Logf("leader re-election after a crash: %v (node %d -> node %d)", time.Since(began), leader.id, next.id)
+
+	if got := stateOf(next, "g"); !equalState(got, acked) {
+		t.Fatalf("new leader lacks acknowledged writes: %+v, want %+v", got, acked)
+	}
+	p.produce(t, rest, 5, 50)
+	commitOffset(t, rest, "g", "t", 0, 15)
+	converged(t, rest, stateOf(next, "g"), "g")
+
+	// Gossip declares the crashed node failed; the leader's reconcile pass
+	// keeps it a voter (it is not reaped before --dead-node-reap-after).
+	for _, tn := range rest {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d sees node %d failed", tn.id, leader.id), func() error {
+			m, ok := memberState(tn, leader.id)
+			if !ok || m.GossipState != "failed" {
+				return fmt.Errorf("member %+v (known %v)", m, ok)
+			}
+			if !m.Voter {
+				return errors.New("no longer a voter")
+			}
+			return nil
+		})
+	}
+	next.n.reconcile()
+	votersAre(t, rest, c.nodes)
+	brokersAre(t, rest, rest)
+}
+
+// A crashed follower restarted on its data dir catches up with what was
+// written while it was down, and is the same single voter as before.
+func TestFollowerRestartCatchesUp(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 10, 50)
+	converged(t, c.nodes, stateOf(leader), "g")
+
+	f := anyFollower(t, c.nodes, leader)
+	f.crash(t)
+	rest := c.running()
+	p.produce(t, rest, 15, 50)
+	createTopic(t, rest, "while-down", 3)
+	commitOffset(t, rest, "g", "t", 0, 30)
+
+	f.start(t)
+	want := stateOf(leaderAmong(t, rest), "g")
+	converged(t, c.nodes, want, "g")
+	readyAll(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes) // exactly three voters, no duplicate
+	brokersAre(t, c.nodes, c.nodes)
+	if !equalBatches(readAll(t, f, "t", 0), readAll(t, leaderAmong(t, c.nodes), "t", 0)) {
+		t.Fatal("restarted follower's record data differs from the leader's")
+	}
+	// It takes part again: a write now reaches it.
+	p.produce(t, c.nodes, 1, 50)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+}
+
+// A follower behind the leader's compacted log catches up by snapshot, and
+// its record data arrives with it.
+func TestFarBehindFollowerCatchesUpBySnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEvery = 20
+		cfg.TrailingLogs = 10
+	})
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 200)
+	converged(t, c.nodes, stateOf(leader), "g")
+
+	f := anyFollower(t, c.nodes, leader)
+	f.stop(t)
+	rest := c.running()
+	p.produce(t, rest, 120, 300)
+	commitOffset(t, rest, "g", "t", 0, 200)
+	leader = leaderAmong(t, rest)
+	// Raft checks its snapshot threshold only every SnapshotInterval
+	// (minutes); take the snapshot now so the log is compacted.
+	if err := leader.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	first, err := leader.n.store.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first < 20 {
+		t.Fatalf("leader's log starts at %d: not compacted", first)
+	}
+
+	f.start(t)
+	want := stateOf(leader, "g")
+	converged(t, c.nodes, want, "g")
+	readyAll(t, c.nodes)
+	if snap := f.n.raft.Stats()["last_snapshot_index"]; snap == "0" || snap == "" {
+		t.Fatalf("follower caught up without installing a snapshot (last_snapshot_index %q)", snap)
+	}
+	got, lead := readAll(t, f, "t", 0), readAll(t, leader, "t", 0)
+	if len(lead) != 125 || !equalBatches(got, lead) {
+		t.Fatalf("follower has %d batches, leader %d; equal: %v", len(got), len(lead), equalBatches(got, lead))
+	}
+	// And it keeps following after the snapshot.
+	p.produce(t, c.nodes, 3, 300)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+}
+
+// A leader whose Raft network is cut loses leadership to the two others,
+// which keep committing; what it accepted while cut is never acknowledged
+// and never appears; once the network is back it converges.
+func TestRaftNetworkCut(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 10, 50)
+	converged(t, c.nodes, stateOf(old), "g")
+
+	streamOf(t, old.raftAddr).setCut(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := old.n.Propose(ctx, fsm.Encode(&fsm.CreateTopic{Name: "lost", Partitions: 1}), true)
+	cancel()
+	if err == nil {
+		t.Fatal("a leader cut off from its followers acknowledged a write")
+	}
+
+	majority := without(c.nodes, old)
+	next := leaderAmong(t, majority)
+	p.produce(t, majority, 10, 50)
+	commitOffset(t, majority, "g", "t", 0, 20)
+	eventually(t, 20*time.Second, "the cut-off node stops leading", func() error {
+		if old.n.RaftLeader() || old.n.IsLeader() {
+			return errors.New("still leader")
+		}
+		return nil
+	})
+
+	streamOf(t, old.raftAddr).setCut(false)
+	leader := leaderAmong(t, c.nodes)
+	want := stateOf(leader, "g")
+	converged(t, c.nodes, want, "g")
+	if old.f.Topic("lost") != nil {
+		t.Fatal("a write the cut-off leader never got acknowledged appeared")
+	}
+	if !equalBatches(readAll(t, old, "t", 0), readAll(t, next, "t", 0)) {
+		t.Fatal("record data differs after the cut healed")
+	}
+	votersAre(t, c.nodes, c.nodes)
+	p.produce(t, c.nodes, 2, 50)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+}
+
+// A fourth node joining through a follower's gossip address becomes a
+// voter, a broker on every node, and receives the data.
+func TestFourthNodeJoinsThroughFollower(t *testing.T) {
+	for _, expect := range []int{1, 3} {
+		t.Run("bootstrap-expect="+strconv.Itoa(expect), func(t *testing.T) {
+			c := newCluster(t, 3, nil)
+			leader := leaderAmong(t, c.nodes)
+			votersAre(t, c.nodes, c.nodes)
+			createTopic(t, c.nodes, "t", 1)
+			p := newProducer("t", 1)
+			p.produce(t, c.nodes, 10, 100)
+			commitOffset(t, c.nodes, "g", "t", 0, 9)
+
+			f := anyFollower(t, c.nodes, leader)
+			fourth := c.newNode(4, []string{f.gossipAddr}, expect, nil)
+			fourth.start(t)
+			votersAre(t, c.nodes, c.nodes)
+			brokersAre(t, c.nodes, c.nodes)
+			converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+			readyAll(t, c.nodes)
+			if fourth.n.ClusterID() != leader.n.ClusterID() {
+				t.Fatalf("cluster id %q, want %q", fourth.n.ClusterID(), leader.n.ClusterID())
+			}
+			if fourth.log().contains("bootstrapped") {
+				t.Fatal("the joining node bootstrapped a cluster of its own")
+			}
+			p.produce(t, c.nodes, 2, 100)
+			converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+		})
+	}
+}
+
+// A follower that leaves gracefully is removed from the voters and shown as
+// left; the two others still commit.
+func TestGracefulLeave(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 50)
+
+	f := anyFollower(t, c.nodes, leader)
+	if err := f.n.Leave(); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	rest := without(c.nodes, f)
+	votersAre(t, rest, rest)
+	for _, tn := range rest {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d reports node %d left", tn.id, f.id), func() error {
+			m, ok := memberState(tn, f.id)
+			if !ok || m.GossipState != "left" || m.Voter {
+				return fmt.Errorf("member %+v (known %v)", m, ok)
+			}
+			return nil
+		})
+	}
+	brokersAre(t, rest, rest)
+	f.stop(t)
+
+	p.produce(t, rest, 5, 50)
+	commitOffset(t, rest, "g", "t", 0, 10)
+	converged(t, rest, stateOf(leaderAmong(t, rest), "g"), "g")
+	votersAre(t, rest, rest)
+}
+
+// Stopping all three nodes and starting them again on their data dirs
+// brings back the same cluster: same id and voters, all data and offsets,
+// and no node bootstraps again.
+func TestFullRestart(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "a", 2)
+	createTopic(t, c.nodes, "b", 1)
+	pa, pb := newProducer("a", 1), newProducer("b", 2)
+	pa.produce(t, c.nodes, 12, 100)
+	pb.produce(t, c.nodes, 7, 100)
+	commitOffset(t, c.nodes, "g", "a", 0, 20)
+	commitOffset(t, c.nodes, "g", "b", 0, 5)
+	want := stateOf(leader, "g")
+	converged(t, c.nodes, want, "g")
+	data := readAll(t, leader, "a", 0)
+	cid := leader.n.ClusterID()
+
+	for _, tn := range c.nodes {
+		tn.stop(t)
+	}
+	for _, tn := range c.nodes {
+		tn.start(t)
+	}
+	leader = leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	converged(t, c.nodes, want, "g")
+	readyAll(t, c.nodes)
+	for _, tn := range c.nodes {
+		if tn.n.ClusterID() != cid {
+			t.Fatalf("node %d: cluster id %q after restart, was %q", tn.id, tn.n.ClusterID(), cid)
+		}
+		if !equalBatches(readAll(t, tn, "a", 0), data) {
+			t.Fatalf("node %d: record data changed across the restart", tn.id)
+		}
+		if tn.log().contains("bootstrapped") {
+			t.Fatalf("node %d bootstrapped again after a restart", tn.id)
+		}
+	}
+	brokersAre(t, c.nodes, c.nodes)
+	pa.produce(t, c.nodes, 1, 100)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+}
+
+// A node holding another cluster's data is refused by gossip: it never
+// becomes a broker or voter of this cluster, and its log says why.
+func TestNodeOfAnotherClusterRefused(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "ours", 1)
+	three := append([]*testNode(nil), c.nodes...)
+
+	// A separate single-node cluster, with data of its own.
+	other := c.newNode(9, nil, 1, nil)
+	other.start(t)
+	leaderAmong(t, []*testNode{other})
+	eventually(t, 20*time.Second, "the other cluster has an id", func() error {
+		if other.n.ClusterID() == "" {
+			return errors.New("no cluster id")
+		}
+		return nil
+	})
+	createTopic(t, []*testNode{other}, "theirs", 1)
+	otherID := other.n.ClusterID()
+	if otherID == leader.n.ClusterID() {
+		t.Fatal("two clusters share an id")
+	}
+	other.stop(t)
+
+	// Restarted pointing at the three-node cluster.
+	other.join = []string{c.nodes[0].gossipAddr}
+	other.start(t)
+	eventually(t, 20*time.Second, "the foreign node logs the refusal", func() error {
+		if !other.log().contains("refusing a node of another cluster") {
+			return errors.New("no refusal in its log")
+		}
+		return nil
+	})
+	// The seed it contacted refuses it too; the other two never hear of it.
+	eventually(t, 20*time.Second, "the seed logs the refusal", func() error {
+		if !c.nodes[0].log().contains("refusing a node of another cluster") {
+			return errors.New("no refusal in its log")
+		}
+		return nil
+	})
+	leaderAmong(t, three).n.reconcile()
+	votersAre(t, three, three)
+	brokersAre(t, three, three)
+	for _, tn := range three {
+		if m, ok := memberState(tn, other.id); ok {
+			t.Fatalf("node %d lists the foreign node as a member: %+v", tn.id, m)
+		}
+	}
+	if got := voterIDs(other); len(got) != 1 || got[0] != other.id {
+		t.Fatalf("foreign node's voters changed: %v", got)
+	}
+	if other.n.ClusterID() != otherID {
+		t.Fatalf("foreign node's cluster id changed to %q", other.n.ClusterID())
+	}
+	if other.f.Topic("ours") != nil {
+		t.Fatal("foreign node received this cluster's data")
+	}
+}
