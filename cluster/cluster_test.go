@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestLeaderShutdownHandsOver(t *testing.T) {
 	votersAre(t, rest, c.nodes)
 }
 
-func equalState(a, b nodeState) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+func equalState(a, b nodeState) bool { return reflect.DeepEqual(a, b) }
 
 // A crashed leader (no hand-over, no gossip leave) is replaced by an
 // election among the two others; every acknowledged write survives; the
@@ -157,9 +158,12 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	createTopic(t, c.nodes, "t", 1)
 	p := newProducer("t", 1)
 	p.produce(t, c.nodes, 10, 50)
-	converged(t, c.nodes, stateOf(leader), "g")
+	converged(t, c.nodes, stateOf(leader, "g"), "g")
 
-	f := anyFollower(t, c.nodes, leader)
+	// Not the seed: the others' join list names only the seed, so a
+	// restarted seed is found again only by their periodic rejoin
+	// (TestRestartedSeedIsFoundAgain).
+	f := anyFollower(t, c.nodes[1:], leader)
 	f.crash(t)
 	rest := c.running()
 	p.produce(t, rest, 15, 50)
@@ -192,9 +196,14 @@ func TestFarBehindFollowerCatchesUpBySnapshot(t *testing.T) {
 	createTopic(t, c.nodes, "t", 1)
 	p := newProducer("t", 1)
 	p.produce(t, c.nodes, 5, 200)
-	converged(t, c.nodes, stateOf(leader), "g")
+	converged(t, c.nodes, stateOf(leader, "g"), "g")
 
+	// The follower has a checkpoint of its own (at 5 batches) that the
+	// leader's snapshot must replace.
 	f := anyFollower(t, c.nodes, leader)
+	if err := f.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("follower snapshot: %v", err)
+	}
 	f.stop(t)
 	rest := c.running()
 	p.produce(t, rest, 120, 300)
@@ -213,13 +222,22 @@ func TestFarBehindFollowerCatchesUpBySnapshot(t *testing.T) {
 		t.Fatalf("leader's log starts at %d: not compacted", first)
 	}
 
+	leaderSnap, err := strconv.ParseUint(leader.n.raft.Stats()["last_snapshot_index"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	f.start(t)
 	want := stateOf(leader, "g")
 	converged(t, c.nodes, want, "g")
 	readyAll(t, c.nodes)
-	if snap := f.n.raft.Stats()["last_snapshot_index"]; snap == "0" || snap == "" {
-		t.Fatalf("follower caught up without installing a snapshot (last_snapshot_index %q)", snap)
-	}
+	// Raft records the installed snapshot just after the FSM restored it.
+	eventually(t, 20*time.Second, "the follower installed the leader's snapshot", func() error {
+		if snap, _ := strconv.ParseUint(f.n.raft.Stats()["last_snapshot_index"], 10, 64); snap < leaderSnap {
+			return fmt.Errorf("its last snapshot is at %d, the leader's at %d", snap, leaderSnap)
+		}
+		return nil
+	})
 	got, lead := readAll(t, f, "t", 0), readAll(t, leader, "t", 0)
 	if len(lead) != 125 || !equalBatches(got, lead) {
 		t.Fatalf("follower has %d batches, leader %d; equal: %v", len(got), len(lead), equalBatches(got, lead))
@@ -239,7 +257,7 @@ func TestRaftNetworkCut(t *testing.T) {
 	createTopic(t, c.nodes, "t", 1)
 	p := newProducer("t", 1)
 	p.produce(t, c.nodes, 10, 50)
-	converged(t, c.nodes, stateOf(old), "g")
+	converged(t, c.nodes, stateOf(old, "g"), "g")
 
 	streamOf(t, old.raftAddr).setCut(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -436,13 +454,48 @@ func TestNodeOfAnotherClusterRefused(t *testing.T) {
 			t.Fatalf("node %d lists the foreign node as a member: %+v", tn.id, m)
 		}
 	}
+	brokersAre(t, []*testNode{other}, []*testNode{other})
 	if got := voterIDs(other); len(got) != 1 || got[0] != other.id {
 		t.Fatalf("foreign node's voters changed: %v", got)
 	}
-	if other.n.ClusterID() != otherID {
-		t.Fatalf("foreign node's cluster id changed to %q", other.n.ClusterID())
-	}
+	eventually(t, 20*time.Second, "the foreign node keeps its cluster id", func() error {
+		if got := other.n.ClusterID(); got != otherID {
+			return fmt.Errorf("cluster id %q, want %q", got, otherID)
+		}
+		return nil
+	})
 	if other.f.Topic("ours") != nil {
 		t.Fatal("foreign node received this cluster's data")
 	}
+}
+
+// Every node joins through the seed (node 1), so a restarted seed, whose
+// own join list names only itself, is found again by the others' periodic
+// rejoin of their seed list.
+func TestRestartedSeedIsFoundAgain(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RejoinInterval = time.Second })
+	leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	brokersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+
+	seed := c.nodes[0]
+	seed.crash(t)
+	rest := c.running()
+	for _, tn := range rest {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d sees the seed failed", tn.id), func() error {
+			if m, _ := memberState(tn, seed.id); m.GossipState != "failed" {
+				return fmt.Errorf("seed is %q", m.GossipState)
+			}
+			return nil
+		})
+	}
+	brokersAre(t, rest, rest)
+	createTopic(t, rest, "while-down", 1)
+
+	seed.start(t)
+	brokersAre(t, c.nodes, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes)))
+	readyAll(t, c.nodes)
 }

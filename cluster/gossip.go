@@ -47,6 +47,10 @@ type gossip struct {
 	log  *slog.Logger
 	poke chan struct{}
 
+	// refreshMu serialises metadata broadcasts: a newer one invalidates a
+	// queued older one, which then may never be sent (see Node.Leave).
+	refreshMu sync.Mutex
+
 	mu      sync.Mutex
 	members map[string]*member // by memberlist name
 }
@@ -99,8 +103,11 @@ func (g *gossip) localMeta() nodeMeta {
 	}
 }
 
-// refresh re-broadcasts our metadata after it changed (cluster id, state).
+// refresh re-broadcasts our metadata after it changed (cluster id, state)
+// and waits until the broadcast has been sent.
 func (g *gossip) refresh() {
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
 	if err := g.ml.UpdateNode(5 * time.Second); err != nil {
 		g.log.Debug("update node meta", "err", err)
 	}

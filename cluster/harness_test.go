@@ -276,9 +276,6 @@ func newCluster(t *testing.T, size int, tune func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, used: map[string]bool{}}
 	t.Cleanup(func() {
-		for _, tn := range c.nodes {
-			tn.crash(t)
-		}
 		if t.Failed() {
 			c.dumpLogs()
 		}
@@ -311,6 +308,8 @@ func (c *testCluster) newNode(id int32, join []string, expect int, tune func(*Co
 		tune:       tune,
 	}
 	c.nodes = append(c.nodes, tn)
+	// Registered after TempDir, so it runs before the dir is removed.
+	c.t.Cleanup(func() { tn.crash(c.t) })
 	return tn
 }
 

@@ -53,7 +53,7 @@ func (n *Node) membershipLoop() {
 				n.gossip.join(n.cfg.Join)
 			}
 		}
-		if m := n.gossip.localMeta(); m != lastMeta {
+		if m := n.gossip.localMeta(); m != lastMeta && !n.leaving.Load() {
 			lastMeta = m
 			n.gossip.refresh()
 		}
@@ -187,8 +187,11 @@ func (n *Node) Leave() error {
 	if n.gossip == nil {
 		return errors.New("cluster: no gossip to leave")
 	}
+	// Announce the leave in our metadata first (see nodeMeta.Leaving):
+	// refresh returns once that broadcast went out, before the leave
+	// message would invalidate it.
 	n.leaving.Store(true)
-	n.gossip.refresh() // announce the leave first: see nodeMeta.Leaving
+	n.gossip.refresh()
 	return n.gossip.ml.Leave(5 * time.Second)
 }
 
