@@ -34,6 +34,9 @@ type JoinResult struct {
 	Leader       string
 	MemberID     string
 	Members      []fsm.MemberMetadata // for the leader only
+	// SkipAssignment tells a returning static leader (JoinGroup v9+) that
+	// the current assignment stands (KIP-814).
+	SkipAssignment bool
 }
 
 // validGroupID applies Kafka's rule (and our bound): 1-249 bytes.
@@ -149,7 +152,7 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 			return JoinResult{Code: res.Code, MemberID: memberID}
 		}
 		return JoinResult{Generation: res.Generation, ProtocolType: res.ProtocolType, Protocol: res.Protocol,
-			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members}
+			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members, SkipAssignment: res.SkipAssignment}
 	}
 	if g := c.fsm.Group(req.Group); g != nil {
 		c.syncRebalancingLocked(req.Group, sg, g)

@@ -111,6 +111,8 @@ type GroupResult struct {
 	Code int16
 	// Join: answered now without a rebalance.
 	Immediate bool
+	// Join: a static leader came back to a Stable group; its assignment stands.
+	SkipAssignment bool
 	// Join/CompleteJoin: the generation now in force and its facts.
 	Generation   int32
 	Protocol     string
@@ -249,18 +251,21 @@ func (f *FSM) applyJoinGroup(c *JoinGroup) any {
 }
 
 // replaceStaticMember hands an instance id's place to a new member id
-// (KIP-345): the old id is fenced; with unchanged protocols in a Stable
-// group, the new id inherits the assignment and no rebalance happens.
+// (KIP-345): the old id is fenced. In a Stable group the new id inherits the
+// assignment without a rebalance unless its protocols would change the
+// group's selected protocol — as Kafka decides: consumer metadata carries a
+// generation and owned partitions, so its bytes differ on every restart.
 func (f *FSM) replaceStaticMember(g *Group, old *Member, c *JoinGroup) any {
-	unchanged := sameProtocols(old.Protocols, c.Protocols)
 	wasLeader := g.Leader == old.ID
 	old.ID = c.MemberID
 	if wasLeader {
 		g.Leader = old.ID
 	}
 	updateMember(old, c)
-	if g.State == GroupStable && unchanged {
-		return g.immediateJoin(old)
+	if g.State == GroupStable && g.selectProtocol() == g.Protocol {
+		r := g.immediateJoin(old)
+		r.SkipAssignment = wasLeader // the leader need not assign again (KIP-814)
+		return r
 	}
 	if g.State == GroupPreparingRebalance {
 		old.Joined = true

@@ -43,6 +43,7 @@ func (s *Server) handleJoinGroup(ctx context.Context, r *Request) Reply {
 		}
 		resp.Generation = res.Generation
 		resp.LeaderID = res.Leader
+		resp.SkipAssignment = res.SkipAssignment
 		proto, ptype := res.Protocol, res.ProtocolType
 		resp.Protocol = &proto
 		if req.Version >= 7 {
