@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
-# Benchmark kgate against Apache Kafka with the same load tool and settings.
+# Benchmark kgate with kgate-bench, section by section.
 #
 # Usage: scripts/bench.sh [kgate-bench flags...]
 #
-# Builds bin/kgate and bin/kgate-bench, starts a single kgate node on a
-# temporary data directory, runs kgate-bench against it (label "kgate") and
-# stops it; then starts a local Apache Kafka broker with
-# scripts/kafka-broker.sh, runs the same benchmark (label "kafka") and stops
-# it; finally prints both result tables. Everything started is stopped on exit,
-# including on Ctrl-C. Exits non-zero if any target failed.
+# Sections, run in this order (BENCH_SECTIONS selects them):
 #
-# Flags are passed to kgate-bench (default: -partitions 1,8 -records 200000);
-# see `go run ./cmd/kgate-bench -h`.
+#   produce  Produce/consume throughput against Apache Kafka with the same
+#            load tool and settings: starts a single kgate node on a
+#            temporary data directory, runs kgate-bench against it (label
+#            "kgate") and stops it; then starts a local Apache Kafka broker
+#            with scripts/kafka-broker.sh, runs the same benchmark (label
+#            "kafka") and stops it. The flags are passed to kgate-bench
+#            (default: -partitions 1,8 -records 200000); see
+#            `go run ./cmd/kgate-bench -h`.
+#   groups   Consumer groups on a fresh single kgate node: kgate-bench
+#            joinstorm (500 members join one group at once) and kgate-bench
+#            groups (10,000 members in 1,000 groups heartbeating every 3s for
+#            60s, with the node's CPU use).
+#   cluster  A fresh three-node kgate cluster on loopback, started with
+#            scripts/bench-node.sh: produce throughput against all three
+#            (acks=all, 1 KiB records, 8 partitions), then kgate-bench
+#            failover (BENCH_KILLS SIGKILLs of the leader under a live
+#            consumer group, each node restarted on its data directory).
+#
+# Finally prints every result. Everything started is stopped on exit,
+# including on Ctrl-C. Exits non-zero if any benchmark failed.
 #
 # Environment:
-#   BENCH_TARGETS        targets to run, in order (default "kgate kafka")
-#   KGATE_START_TIMEOUT  seconds to wait for kgate's Kafka port (default 60)
-#   KEEP_WORK=1          keep the work directory (logs, results) on success
+#   BENCH_SECTIONS        sections to run, in order (default "produce groups cluster")
+#   BENCH_TARGETS         targets of the produce section, in order (default "kgate kafka")
+#   BENCH_KILLS           leader kills of the failover benchmark (default 20)
+#   BENCH_CLUSTER_RECORDS records of the three-node produce run (default 200000)
+#   BENCH_JOINSTORM_ARGS, BENCH_GROUPS_ARGS, BENCH_FAILOVER_ARGS
+#                         extra flags for those kgate-bench subcommands
+#   BENCH_CLUSTER_PORT_BASE  the cluster's ports (see scripts/bench-node.sh; default 29100)
+#   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
+#   KEEP_WORK=1           keep the work directory (logs, results) on success
 
 # Functions are called from traps and as "run_$target".
 # shellcheck disable=SC2317
@@ -29,10 +48,18 @@ cd "$REPO_ROOT"
 
 readonly HOST=127.0.0.1
 readonly KGATE_KAFKA_PORT=29092
+readonly KGATE_ADMIN_PORT=29095
 readonly KGATE_START_TIMEOUT="${KGATE_START_TIMEOUT:-60}"
 readonly STOP_TIMEOUT=30
+read -r -a SECTIONS <<<"${BENCH_SECTIONS:-produce groups cluster}"
 read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kafka}"
-readonly TARGETS
+read -r -a JOINSTORM_ARGS <<<"${BENCH_JOINSTORM_ARGS:-}"
+read -r -a GROUPS_ARGS <<<"${BENCH_GROUPS_ARGS:-}"
+read -r -a FAILOVER_ARGS <<<"${BENCH_FAILOVER_ARGS:-}"
+readonly SECTIONS TARGETS JOINSTORM_ARGS GROUPS_ARGS FAILOVER_ARGS
+readonly KILLS="${BENCH_KILLS:-20}"
+readonly CLUSTER_RECORDS="${BENCH_CLUSTER_RECORDS:-200000}"
+export BENCH_CLUSTER_NODES=3
 
 if (($# > 0)); then
 	BENCH_ARGS=("$@")
@@ -49,11 +76,19 @@ die() {
 
 port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
+# ready ADMIN_ADDR: true once the node's /readyz answers 200.
+ready() { curl -fsS -o /dev/null --max-time 2 "http://$1/readyz" 2>/dev/null; }
+
+command -v curl >/dev/null || die "curl not found"
+
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/kgate-bench.XXXXXX")"
 readonly WORK
+readonly CLUSTER_DIR="$WORK/cluster"
 KGATE_PID=""
 KAFKA_STARTED=""
+CLUSTER_STARTED=""
 FAILED=0
+RESULTS=() # "file|title", printed at the end in order
 
 stop_kgate() {
 	[[ -n "$KGATE_PID" ]] || return 0
@@ -76,12 +111,19 @@ stop_kafka() {
 	scripts/kafka-broker.sh stop "$WORK/kafka" || true
 }
 
+stop_cluster() {
+	[[ -n "$CLUSTER_STARTED" ]] || return 0
+	CLUSTER_STARTED=""
+	"$SCRIPT_DIR/bench-node.sh" stop "$CLUSTER_DIR" || true
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	stop_kgate
+	stop_cluster
 	stop_kafka
-	rm -rf "$WORK/kgate-data" "$WORK/kafka/data"
+	rm -rf "$WORK/kgate-data" "$WORK/kafka/data" "$CLUSTER_DIR"/node*/data
 	if ((rc != 0 || FAILED)) || [[ -n "${KEEP_WORK:-}" ]]; then
 		log "logs and results kept in $WORK"
 	else
@@ -93,84 +135,197 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# bench TARGET BROKERS: runs kgate-bench, keeping its table in WORK/TARGET.out.
+# bench NAME TITLE ARGS...: runs bin/kgate-bench ARGS, keeping its report in
+# WORK/NAME.out (and its log in WORK/NAME.log) to print under TITLE.
 bench() {
-	log "benchmarking $1 at $2: ${BENCH_ARGS[*]}"
-	if ! bin/kgate-bench -brokers "$2" -label "$1" "${BENCH_ARGS[@]}" >"$WORK/$1.out"; then
-		log "$1: benchmark failed"
+	local name="$1" title="$2"
+	shift 2
+	log "$title: kgate-bench $*"
+	RESULTS+=("$name|$title")
+	# tee ignores Ctrl-C: it must outlive kgate-bench, which still logs and
+	# reports on its way out (and would die of SIGPIPE without a reader).
+	if ! bin/kgate-bench "$@" 2>&1 >"$WORK/$name.out" | (
+		trap '' INT
+		exec tee "$WORK/$name.log"
+	) >&2; then
+		log "$title: benchmark failed (log: $WORK/$name.log)"
 		FAILED=1
 	fi
 }
 
-run_kgate() {
-	local deadline
-	port_open "$KGATE_KAFKA_PORT" && die "port $HOST:$KGATE_KAFKA_PORT is already in use"
+# start_kgate: starts a single kgate node on an empty data directory and
+# waits until it is ready; sets KGATE_PID.
+start_kgate() {
+	local deadline p
+	for p in "$KGATE_KAFKA_PORT" 29093 29094 "$KGATE_ADMIN_PORT"; do
+		port_open "$p" && die "port $HOST:$p is already in use"
+	done
+	rm -rf "$WORK/kgate-data"
 	mkdir -p "$WORK/kgate-data"
 	log "starting kgate (log: $WORK/kgate.log)"
 	bin/kgate serve --data-dir "$WORK/kgate-data" \
 		--kafka-addr "$HOST:$KGATE_KAFKA_PORT" \
 		--raft-addr "$HOST:29093" \
 		--gossip-addr "$HOST:29094" \
-		--admin-addr "$HOST:29095" \
-		>"$WORK/kgate.log" 2>&1 </dev/null &
+		--admin-addr "$HOST:$KGATE_ADMIN_PORT" \
+		>>"$WORK/kgate.log" 2>&1 </dev/null &
 	KGATE_PID=$!
 	deadline=$((SECONDS + KGATE_START_TIMEOUT))
-	until port_open "$KGATE_KAFKA_PORT"; do
+	until port_open "$KGATE_KAFKA_PORT" && ready "$HOST:$KGATE_ADMIN_PORT"; do
 		if ! kill -0 "$KGATE_PID" 2>/dev/null; then
 			KGATE_PID=""
 			tail -n 30 "$WORK/kgate.log" >&2
 			log "kgate exited during startup"
-			FAILED=1
-			return
+			return 1
 		fi
 		if ((SECONDS >= deadline)); then
 			tail -n 30 "$WORK/kgate.log" >&2
-			log "kgate not listening on $HOST:$KGATE_KAFKA_PORT after ${KGATE_START_TIMEOUT}s"
+			log "kgate not ready on $HOST:$KGATE_KAFKA_PORT after ${KGATE_START_TIMEOUT}s"
 			stop_kgate
-			FAILED=1
-			return
+			return 1
 		fi
 		sleep 0.2
 	done
-	bench kgate "$HOST:$KGATE_KAFKA_PORT"
+}
+
+run_kgate() {
+	RESULTS+=("kgate|kgate")
+	if ! start_kgate; then
+		FAILED=1
+		return
+	fi
+	log "benchmarking kgate at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
+	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate "${BENCH_ARGS[@]}" >"$WORK/kgate.out"; then
+		log "kgate: benchmark failed"
+		FAILED=1
+	fi
 	stop_kgate
 }
 
 run_kafka() {
 	local addr
+	RESULTS+=("kafka|kafka")
 	KAFKA_STARTED=1
 	if ! addr="$(scripts/kafka-broker.sh start "$WORK/kafka")"; then
 		log "the Kafka broker did not start"
 		FAILED=1
 		return
 	fi
-	bench kafka "$addr"
+	log "benchmarking kafka at $addr: ${BENCH_ARGS[*]}"
+	if ! bin/kgate-bench -brokers "$addr" -label kafka "${BENCH_ARGS[@]}" >"$WORK/kafka.out"; then
+		log "kafka: benchmark failed"
+		FAILED=1
+	fi
 	stop_kafka
 }
 
-mkdir -p bin
-for t in "${TARGETS[@]}"; do
-	case "$t" in
-	kgate)
-		log "building bin/kgate"
-		go build -o bin/kgate ./cmd/kgate
+section_produce() {
+	for t in "${TARGETS[@]}"; do
+		"run_$t"
+	done
+}
+
+section_groups() {
+	local brokers="$HOST:$KGATE_KAFKA_PORT"
+	if ! start_kgate; then
+		RESULTS+=("joinstorm|kgate joinstorm" "groups|kgate groups")
+		FAILED=1
+		return
+	fi
+	bench joinstorm "kgate joinstorm" joinstorm -brokers "$brokers" -label kgate "${JOINSTORM_ARGS[@]}"
+	bench groups "kgate groups" groups -brokers "$brokers" -label kgate -leader-pid "$KGATE_PID" "${GROUPS_ARGS[@]}"
+	stop_kgate
+}
+
+# start_cluster: starts three kgate nodes on fresh data directories and
+# waits until every one is ready and they agree on a leader.
+start_cluster() {
+	local i p a deadline kafka admin
+	kafka="$("$SCRIPT_DIR/bench-node.sh" addrs kafka)"
+	admin="$("$SCRIPT_DIR/bench-node.sh" addrs admin)"
+	for a in ${kafka//,/ } ${admin//,/ }; do
+		port_open "${a##*:}" && die "port $a is already in use"
+	done
+	rm -rf "$CLUSTER_DIR"
+	mkdir -p "$CLUSTER_DIR"
+	CLUSTER_STARTED=1
+	log "starting a three-node kgate cluster (logs: $CLUSTER_DIR/node*/kgate.log)"
+	for i in 1 2 3; do
+		"$SCRIPT_DIR/bench-node.sh" start "$CLUSTER_DIR" "$i" >/dev/null || return 1
+	done
+	deadline=$((SECONDS + KGATE_START_TIMEOUT))
+	for a in ${admin//,/ }; do
+		until ready "$a" && curl -fsS --max-time 2 "http://$a/v1/cluster" | grep -q '"leader_id":[0-9]'; do
+			for i in 1 2 3; do
+				p="$(cat "$CLUSTER_DIR/node$i/pid")"
+				if ! kill -0 "$p" 2>/dev/null; then
+					tail -n 30 "$CLUSTER_DIR/node$i/kgate.log" >&2
+					log "kgate node $i exited during startup"
+					return 1
+				fi
+			done
+			if ((SECONDS >= deadline)); then
+				log "the cluster is not ready after ${KGATE_START_TIMEOUT}s ($a)"
+				return 1
+			fi
+			sleep 0.2
+		done
+	done
+}
+
+section_cluster() {
+	local kafka admin pids restart
+	if ! start_cluster; then
+		RESULTS+=("cluster-produce|kgate 3-node produce" "failover|kgate 3-node failover")
+		stop_cluster
+		FAILED=1
+		return
+	fi
+	kafka="$("$SCRIPT_DIR/bench-node.sh" addrs kafka)"
+	admin="$("$SCRIPT_DIR/bench-node.sh" addrs admin)"
+	bench cluster-produce "kgate 3-node produce" -brokers "$kafka" -label kgate-3node \
+		-partitions 8 -acks all -record-bytes 1024 -records "$CLUSTER_RECORDS"
+	pids="1=$(cat "$CLUSTER_DIR/node1/pid"),2=$(cat "$CLUSTER_DIR/node2/pid"),3=$(cat "$CLUSTER_DIR/node3/pid")"
+	restart="$(printf '%q ' "$SCRIPT_DIR/bench-node.sh" start "$CLUSTER_DIR"){id}"
+	bench failover "kgate 3-node failover" failover -brokers "$kafka" -admin "$admin" -label kgate-3node \
+		-pids "$pids" -restart "$restart" -kills "$KILLS" "${FAILOVER_ARGS[@]}"
+	stop_cluster
+}
+
+need_kgate=""
+for s in "${SECTIONS[@]}"; do
+	case "$s" in
+	produce)
+		for t in "${TARGETS[@]}"; do
+			case "$t" in
+			kgate) need_kgate=1 ;;
+			kafka) ;;
+			*) die "unknown target $t (want kgate or kafka)" ;;
+			esac
+		done
 		;;
-	kafka) ;;
-	*) die "unknown target $t (want kgate or kafka)" ;;
+	groups | cluster) need_kgate=1 ;;
+	*) die "unknown section $s (want produce, groups or cluster)" ;;
 	esac
 done
+mkdir -p bin
+if [[ -n "$need_kgate" ]]; then
+	log "building bin/kgate"
+	go build -o bin/kgate ./cmd/kgate
+fi
 log "building bin/kgate-bench"
 go build -o bin/kgate-bench ./cmd/kgate-bench
 
-for t in "${TARGETS[@]}"; do
-	"run_$t"
+for s in "${SECTIONS[@]}"; do
+	"section_$s"
 done
 
-for t in "${TARGETS[@]}"; do
+for r in "${RESULTS[@]}"; do
 	echo
-	echo "== $t"
-	if [[ -s "$WORK/$t.out" ]]; then
-		cat "$WORK/$t.out"
+	echo "== ${r#*|}"
+	f="$WORK/${r%%|*}.out"
+	if [[ -s "$f" ]]; then
+		cat "$f"
 	else
 		echo "(no results)"
 	fi

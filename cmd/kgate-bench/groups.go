@@ -29,7 +29,6 @@ type groupBench struct {
 	topic string
 	meta  []byte // the members' JoinGroup protocol metadata
 
-	start     time.Time
 	firstJoin atomic.Int64 // unix nanos of the first JoinGroup written
 	synced    atomic.Int64 // members that completed a first SyncGroup
 	allSynced chan struct{}
@@ -46,7 +45,7 @@ type groupBench struct {
 	hbIn  int64     // heartbeats sent in the window
 	hbOut int64     // heartbeats sent outside it
 	// errors by "request:CODE", before and during the window.
-	setupErrs, windowErrs map[string]int64
+	setupErrs, windowErrs  map[string]int64
 	rejoins, windowRejoins int64 // members going back to JoinGroup after a first sync
 }
 
@@ -55,7 +54,8 @@ type groupBench struct {
 type member struct {
 	b      *groupBench
 	group  string
-	link   *link
+	link   *link // JoinGroup with a member id, SyncGroup
+	fast   *link // Heartbeat, JoinGroup without a member id
 	id     string
 	synced bool // completed a first SyncGroup
 }
@@ -127,12 +127,11 @@ func runGroups(ctx context.Context, log *slog.Logger, cfg groupsConfig) (*groups
 	defer func() {
 		stopMembers()
 		wg.Wait()
-		b.leaveAll(cleanupCtx, adm, members)
+		b.leaveAll(cleanupCtx, admCl, members)
 		deleteGroups(cleanupCtx, log, adm, groups)
 	}()
 
 	log.Info("members joining", "members", cfg.members, "groups", cfg.groups)
-	b.start = time.Now()
 	for _, m := range members {
 		wg.Go(func() { m.run(runCtx) })
 	}
@@ -169,8 +168,6 @@ func runGroups(ctx context.Context, log *slog.Logger, cfg groupsConfig) (*groups
 			b.fill(res)
 			return res, err
 		}
-	} else {
-		b.winEnd.Store(time.Now().UnixNano()) // stop heartbeating now
 	}
 
 	// Members in their heartbeat loop stop by themselves after the window;
@@ -180,12 +177,14 @@ func runGroups(ctx context.Context, log *slog.Logger, cfg groupsConfig) (*groups
 		wg.Wait()
 		close(done)
 	}()
-	grace := time.NewTimer(cfg.heartbeat + 5*time.Second)
-	defer grace.Stop()
-	select {
-	case <-done:
-	case <-grace.C:
-	case <-ctx.Done():
+	if cfg.window > 0 {
+		grace := time.NewTimer(cfg.heartbeat + 5*time.Second)
+		defer grace.Stop()
+		select {
+		case <-done:
+		case <-grace.C:
+		case <-ctx.Done():
+		}
 	}
 	stopMembers()
 	<-done
@@ -231,12 +230,36 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 	return nil
 }
 
-// placeMembers spreads the members over the groups and packs them, group by
-// group, onto links to each group's coordinator.
+// placeMembers spreads the members over the groups and gives each two
+// links to its group's coordinator.
+//
+// Kafka answers a connection's requests in order, so a JoinGroup or
+// SyncGroup parked until a rebalance completes holds up every answer queued
+// behind it. Real clients give each member its own connection; here:
+//
+//   - Heartbeats, and JoinGroups without a member id (answered at once with
+//     MEMBER_ID_REQUIRED, KIP-394), use "fast" links shared by
+//     -heartbeats-per-conn members of any groups: nothing parks on them.
+//   - JoinGroups with a member id and SyncGroups, which park, use "group"
+//     links that carry members of a single group only, at most
+//     -members-per-conn of them. Members of one group are answered together
+//     when its rebalance completes, whereas two groups on one connection can
+//     wait on each other (each one's leader stuck behind the other's parked
+//     followers) until the rebalance timeout. A member has at most one
+//     request in flight, and kgate works on 32 pipelined requests per
+//     connection before it stops reading.
 func (b *groupBench) placeMembers(ctx context.Context, adm *kadm.Client, groups []string) ([]*member, []*link, error) {
 	coords := adm.FindGroupCoordinators(ctx, groups...)
-	addrOf := map[string]string{}
-	for _, g := range groups {
+	var links []*link
+	newLink := func(addr, kind string) *link {
+		l := &link{addr: addr, clientID: "kgate-bench-" + b.cfg.mode + "-" + kind}
+		links = append(links, l)
+		return l
+	}
+	fast := map[string]*link{} // coordinator address → fast link being filled
+	fastFill := map[*link]int{}
+	var members []*member
+	for i, g := range groups {
 		c, ok := coords[g]
 		switch {
 		case !ok:
@@ -244,27 +267,23 @@ func (b *groupBench) placeMembers(ctx context.Context, adm *kadm.Client, groups 
 		case c.Err != nil:
 			return nil, nil, fmt.Errorf("coordinator for group %s: %w", g, c.Err)
 		}
-		addrOf[g] = net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
-	}
-	var members []*member
-	var links []*link
-	open := map[string]*link{} // coordinator address → link being filled
-	fill := map[*link]int{}
-	for i, g := range groups {
+		addr := net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 		n := b.cfg.members / len(groups)
 		if i < b.cfg.members%len(groups) {
 			n++
 		}
-		addr := addrOf[g]
-		for range n {
-			l := open[addr]
-			if l == nil || fill[l] >= b.cfg.membersPerConn {
-				l = &link{addr: addr, clientID: "kgate-bench-" + b.cfg.mode}
-				open[addr] = l
-				links = append(links, l)
+		var gl *link
+		for j := range n {
+			if j%b.cfg.membersPerConn == 0 {
+				gl = newLink(addr, "group")
 			}
-			fill[l]++
-			members = append(members, &member{b: b, group: g, link: l})
+			fl := fast[addr]
+			if fl == nil || fastFill[fl] >= b.cfg.heartbeatsPerConn {
+				fl = newLink(addr, "fast")
+				fast[addr] = fl
+			}
+			fastFill[fl]++
+			members = append(members, &member{b: b, group: g, link: gl, fast: fl})
 		}
 	}
 	return members, links, nil
@@ -332,8 +351,12 @@ func (m *member) join(ctx context.Context) *kmsg.JoinGroupResponse {
 	p.Metadata = m.b.meta
 	req.Protocols = []kmsg.JoinGroupRequestProtocol{p}
 
+	l := m.link
+	if m.id == "" {
+		l = m.fast // answered at once: MEMBER_ID_REQUIRED
+	}
 	m.b.firstJoin.CompareAndSwap(0, time.Now().UnixNano())
-	resp, lat, err := m.link.do(ctx, req, func(v groupVersions) int16 { return v.join })
+	resp, lat, err := l.do(ctx, req, func(v groupVersions) int16 { return v.join })
 	if err != nil {
 		if ctx.Err() == nil {
 			m.b.countErr("join", "transport")
@@ -346,6 +369,9 @@ func (m *member) join(ctx context.Context) *kmsg.JoinGroupResponse {
 	case 0:
 		m.id = r.MemberID
 		m.b.record(&m.b.join, lat)
+		if m.id == r.LeaderID {
+			m.b.log.Debug("joined as leader", "group", m.group, "generation", r.Generation, "members", len(r.Members), "latency", lat)
+		}
 		return r
 	case kerr.MemberIDRequired.Code:
 		m.id = r.MemberID // KIP-394: come back with it at once
@@ -424,7 +450,7 @@ func (m *member) heartbeat(ctx context.Context, generation int32) bool {
 		if next = next.Add(m.b.cfg.heartbeat); next.Before(sent) {
 			next = sent.Add(m.b.cfg.heartbeat) // fell behind: no burst
 		}
-		resp, lat, err := m.link.do(ctx, req, func(v groupVersions) int16 { return v.heartbeat })
+		resp, lat, err := m.fast.do(ctx, req, func(v groupVersions) int16 { return v.heartbeat })
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -550,7 +576,7 @@ func quantilesMs(h *histogram) (p50, p99, maxv float64) {
 
 // leaveAll takes every member that has an id out of its group, one
 // LeaveGroup per group, so the groups can be deleted.
-func (b *groupBench) leaveAll(ctx context.Context, adm *kadm.Client, members []*member) {
+func (b *groupBench) leaveAll(ctx context.Context, cl *kgo.Client, members []*member) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	byGroup := map[string][]string{}
@@ -579,7 +605,7 @@ func (b *groupBench) leaveAll(ctx context.Context, adm *kadm.Client, members []*
 				req.Members = append(req.Members, lm)
 			}
 			req.MemberID = ids[0] // v0-2 take one member; the rest expire
-			resp, err := req.RequestWith(ctx, adm.Client())
+			resp, err := req.RequestWith(ctx, cl)
 			if err == nil {
 				err = kerr.ErrorForCode(resp.ErrorCode)
 			}

@@ -17,9 +17,10 @@ type groupsConfig struct {
 	groupPrefix string
 	partitions  int
 
-	members        int
-	groups         int
-	membersPerConn int
+	members           int
+	groups            int
+	membersPerConn    int // on JoinGroup/SyncGroup connections
+	heartbeatsPerConn int // on Heartbeat connections
 
 	heartbeat    time.Duration
 	session      time.Duration
@@ -40,8 +41,10 @@ const groupsUsage = `kgate-bench groups: simulated classic-protocol consumer gro
 -members members in -groups groups on one topic (members spread evenly, the
 groups' members kept together) run JoinGroup (answering MEMBER_ID_REQUIRED),
 SyncGroup (the leader sends a round-robin assignment) and then Heartbeat
-every -heartbeat. Members are not kgo clients: they share -members-per-conn
-to a raw, pipelined connection to their group's coordinator.
+every -heartbeat. Members are not kgo clients: they share raw, pipelined
+connections to their group's coordinator, -members-per-conn of one group on
+a connection for JoinGroup and SyncGroup (which park), and
+-heartbeats-per-conn on a connection for Heartbeat (which does not).
 
 It reports the time until every member completed its first SyncGroup (all
 groups Stable), and over a -window of steady heartbeating: heartbeat latency
@@ -84,7 +87,8 @@ func parseGroupsConfig(mode string, args []string, output io.Writer) (groupsConf
 	fs.IntVar(&cfg.partitions, "partitions", 10, "partitions of the topic the groups consume (what the leaders assign)")
 	fs.IntVar(&cfg.members, "members", defMembers, "members in all")
 	fs.IntVar(&cfg.groups, "groups", defGroups, "groups")
-	fs.IntVar(&cfg.membersPerConn, "members-per-conn", 20, "members sharing one connection (kgate works on 32 pipelined requests per connection; keep it below that)")
+	fs.IntVar(&cfg.membersPerConn, "members-per-conn", 20, "members of one group sharing a JoinGroup/SyncGroup connection (kgate works on 32 pipelined requests per connection: keep it below that)")
+	fs.IntVar(&cfg.heartbeatsPerConn, "heartbeats-per-conn", 100, "members sharing a Heartbeat connection")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 3*time.Second, "heartbeat interval")
 	fs.DurationVar(&cfg.session, "session-timeout", 45*time.Second, "session timeout members ask for")
 	fs.DurationVar(&cfg.rebalance, "rebalance-timeout", 60*time.Second, "rebalance timeout members ask for")
@@ -113,8 +117,8 @@ func parseGroupsConfig(mode string, args []string, output io.Writer) (groupsConf
 		return groupsConfig{}, errors.New("-groups must be at least 1")
 	case cfg.members < cfg.groups:
 		return groupsConfig{}, errors.New("-members must be at least -groups")
-	case cfg.membersPerConn < 1:
-		return groupsConfig{}, errors.New("-members-per-conn must be at least 1")
+	case cfg.membersPerConn < 1 || cfg.heartbeatsPerConn < 1:
+		return groupsConfig{}, errors.New("-members-per-conn and -heartbeats-per-conn must be at least 1")
 	case cfg.partitions < 1:
 		return groupsConfig{}, errors.New("-partitions must be at least 1")
 	case cfg.heartbeat <= 0 || cfg.session <= 0 || cfg.rebalance <= 0 || cfg.setupTimeout <= 0:

@@ -23,7 +23,7 @@ type groupsResult struct {
 	TimeToStableS float64        `json:"time_to_stable_s"`
 	TargetS       float64        `json:"target_s,omitempty"`
 	Synced        int64          `json:"synced_members"`
-	StableGroups  int            `json:"stable_groups"`           // per DescribeGroups once all synced
+	StableGroups  int            `json:"stable_groups"`          // per DescribeGroups once all synced
 	GroupStates   map[string]int `json:"group_states,omitempty"` // the same, by state
 
 	JoinP50Ms float64 `json:"join_p50_ms"` // JoinGroups answered with a generation

@@ -273,6 +273,10 @@ func (a apiRanges) groupVersions() (groupVersions, error) {
 	if v.join, err = a.pick(kmsg.NewPtrJoinGroupRequest()); err != nil {
 		return v, err
 	}
+	if v.join < 4 {
+		// Older versions park a JoinGroup without a member id.
+		return v, fmt.Errorf("broker supports JoinGroup up to v%d; v4 (KIP-394) is needed", v.join)
+	}
 	if v.sync, err = a.pick(kmsg.NewPtrSyncGroupRequest()); err != nil {
 		return v, err
 	}

@@ -1,0 +1,818 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// failover is one run of the failover subcommand.
+type failover struct {
+	cfg    failoverConfig
+	log    *slog.Logger
+	stderr io.Writer // the restart command's stderr
+	http   *http.Client
+	topic  string
+	group  string
+
+	// Used only by the goroutine running the rounds.
+	nodes map[int32]nodeView // by id, from GET /v1/cluster
+	pids  map[int32]int
+	dead  int32 // killed and not ready again; -1 = none
+
+	mu       sync.Mutex  // guards the fields below
+	cur      *failRound  // the round measuring; nil between rounds
+	counting bool        // after the initial assignment, until shutdown
+	lastHB   []time.Time // last successful heartbeat answer, per consumer
+	lastRec  time.Time   // last record fetched
+	assigned []int       // partitions held, per consumer
+	revoked  int64       // callbacks with partitions, while counting
+	lost     int64
+	hbErrs   map[string]int64 // heartbeat answers by code, while counting
+	// Group sessions the clients themselves ended (kgo's group manage loop
+	// errored), by error, while counting.
+	sessionErrs map[string]int64
+	fetchErr    map[string]int64
+	produced    int64
+	prodErrs    int64
+	prodErr     error
+	consumed    int64
+}
+
+// failRound is one kill, as measured.
+type failRound struct {
+	N          int     `json:"round"`
+	Killed     int32   `json:"killed_node"`
+	NewLeader  int32   `json:"new_leader"`
+	ElectedMs  float64 `json:"elected_ms"`       // kill → a live node's GET /v1/cluster names a new leader that agrees
+	HBNode     int32   `json:"heartbeat_node"`   // node that answered the first successful heartbeat
+	HBMs       float64 `json:"heartbeat_ms"`     // kill → the group's first successful heartbeat; -1 if none
+	HBAllMs    float64 `json:"heartbeat_all_ms"` // kill → every consumer has had one; -1 if not all
+	RecordMs   float64 `json:"record_ms"`        // kill → first record produced after the kill fetched; -1 if none
+	Rebalances int64   `json:"rebalances"`       // revoke/lost callbacks with partitions, kill to healthy again
+	GenChanges int     `json:"generation_changes"`
+	// SessionErrors counts group sessions the clients ended themselves,
+	// kill to healthy again.
+	SessionErrors int64 `json:"client_session_errors"`
+	// HeartbeatErrors are heartbeat answers with an error, kill to healthy.
+	HeartbeatErrors map[string]int64 `json:"heartbeat_errors,omitempty"`
+	RestartS        float64          `json:"restart_to_ready_s"`
+	Error           string           `json:"error,omitempty"`
+
+	killedAddr string
+	killAt     time.Time
+	hbAddr     string
+	hbGot      []bool // per consumer
+	hbLeft     int    // consumers without a successful heartbeat yet
+	gotRec     bool
+	done       chan struct{} // closed once every time is in
+}
+
+// nodeView is a node as GET /v1/cluster lists it.
+type nodeView struct {
+	ID        int32  `json:"id"`
+	KafkaAddr string `json:"kafka_addr"`
+	AdminAddr string `json:"admin_addr"`
+	Leader    bool   `json:"leader"`
+}
+
+type clusterJSON struct {
+	ClusterID string     `json:"cluster_id"`
+	LeaderID  *int32     `json:"leader_id"`
+	Nodes     []nodeView `json:"nodes"`
+}
+
+func runFailoverCmd(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFailoverConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kgate-bench:", err)
+		return 2
+	}
+	log := newLogger(stderr, cfg.verbose).With("mode", "failover")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	f := &failover{
+		cfg: cfg, log: log, stderr: stderr,
+		http:        &http.Client{Timeout: 2 * time.Second},
+		topic:       fmt.Sprintf("%s-%08x", cfg.topicPrefix, rand.Uint32()),
+		group:       fmt.Sprintf("%s-%08x", cfg.groupPrefix, rand.Uint32()),
+		pids:        maps.Clone(cfg.pids),
+		dead:        -1,
+		assigned:    make([]int, cfg.consumers),
+		lastHB:      make([]time.Time, cfg.consumers),
+		hbErrs:      map[string]int64{},
+		sessionErrs: map[string]int64{},
+		fetchErr:    map[string]int64{},
+	}
+	res, err := f.run(ctx)
+	if err != nil {
+		res.OK = false
+		res.Error = err.Error()
+		log.Error("failover failed", "err", err)
+	}
+	if cfg.json {
+		err = writeJSON(stdout, res)
+	} else {
+		err = writeFailoverTable(stdout, res)
+	}
+	if err != nil {
+		log.Error("write report", "err", err)
+		return 1
+	}
+	if !res.OK {
+		return 1
+	}
+	return 0
+}
+
+func (f *failover) run(ctx context.Context) (*failoverResult, error) {
+	cfg := f.cfg
+	res := &failoverResult{Label: cfg.label, Brokers: strings.Join(cfg.brokers, ","), Kills: cfg.kills,
+		Partitions: cfg.partitions, Consumers: cfg.consumers, HeartbeatMs: ms(cfg.heartbeat),
+		ProduceIntervalMs: ms(cfg.produceInterval), ServerGenerationStart: -1, ServerGenerationEnd: -1}
+	defer f.fill(res)
+
+	view, err := f.clusterFromAny(ctx, cfg.admin)
+	if err != nil {
+		return res, err
+	}
+	f.nodes = map[int32]nodeView{}
+	for _, n := range view.Nodes {
+		if _, ok := f.pids[n.ID]; !ok {
+			return res, fmt.Errorf("-pids has no pid for node %d", n.ID)
+		}
+		if n.AdminAddr == "" || n.KafkaAddr == "" {
+			return res, fmt.Errorf("GET /v1/cluster gives node %d no admin or kafka address", n.ID)
+		}
+		f.nodes[n.ID] = n
+	}
+	if len(f.nodes) < 3 {
+		f.log.Warn("fewer than three nodes: a leader kill may leave no quorum", "nodes", len(f.nodes))
+	}
+
+	logger := kgoLogger{log: f.log.With("component", "kgo"), verbose: cfg.verbose}
+	base := []kgo.Opt{
+		kgo.SeedBrokers(cfg.brokers...),
+		kgo.ClientID("kgate-bench-failover"),
+		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.WithLogger(logger),
+	}
+	admCl, err := kgo.NewClient(base...)
+	if err != nil {
+		return res, fmt.Errorf("admin client: %w", err)
+	}
+	adm := kadm.NewClient(admCl)
+	defer adm.Close()
+	cleanupCtx := context.WithoutCancel(ctx)
+
+	f.log.Info("creating topic", "topic", f.topic, "partitions", cfg.partitions)
+	if err := createTopic(ctx, adm, f.topic, cfg.partitions); err != nil {
+		return res, err
+	}
+	defer deleteTopic(cleanupCtx, f.log, adm, f.topic)
+
+	// The clients run until the rounds are over; stopClients ends them.
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var clients []*kgo.Client
+	stopClients := func() {
+		f.mu.Lock()
+		f.counting = false // leaving the group on Close revokes
+		f.mu.Unlock()
+		cancel()
+		wg.Wait()
+		for _, cl := range clients {
+			cl.Close()
+		}
+		clients = nil
+	}
+	defer func() {
+		stopClients()
+		deleteGroups(cleanupCtx, f.log, adm, []string{f.group})
+	}()
+
+	prod, err := kgo.NewClient(append(slices.Clone(base), kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	if err != nil {
+		return res, fmt.Errorf("producer client: %w", err)
+	}
+	clients = append(clients, prod)
+	wg.Go(func() { f.produce(runCtx, prod) })
+
+	consumers := make([]*kgo.Client, cfg.consumers)
+	for i := range consumers {
+		cl, err := kgo.NewClient(append(slices.Clone(base),
+			kgo.Dialer(sniffDialer(func(addr string, code int16, at time.Time) { f.onHeartbeat(i, addr, code, at) })),
+			kgo.WithHooks(sessionErrHook{f}),
+			kgo.ConsumerGroup(f.group),
+			kgo.ConsumeTopics(f.topic),
+			kgo.Balancers(kgo.RangeBalancer()), // eager: every rebalance revokes
+			kgo.HeartbeatInterval(cfg.heartbeat),
+			kgo.SessionTimeout(cfg.session),
+			kgo.RebalanceTimeout(cfg.rebalance),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f.onAssigned(i, m) }),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f.onRevoked(i, m, false) }),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { f.onRevoked(i, m, true) }),
+		)...)
+		if err != nil {
+			return res, fmt.Errorf("consumer client: %w", err)
+		}
+		clients = append(clients, cl)
+		consumers[i] = cl
+		wg.Go(func() { f.consume(runCtx, cl) })
+	}
+
+	f.log.Info("waiting for the group to be Stable and consuming", "group", f.group)
+	members0, err := f.waitHealthy(ctx, adm)
+	if err != nil {
+		return res, fmt.Errorf("initial: %w", err)
+	}
+	gens0 := generations(consumers)
+	res.ServerGenerationStart = f.serverGeneration(ctx)
+	f.mu.Lock()
+	f.counting = true
+	f.mu.Unlock()
+
+	for n := 1; n <= cfg.kills && ctx.Err() == nil; n++ {
+		r, err := f.round(ctx, adm, consumers, n)
+		if r != nil {
+			res.Rounds = append(res.Rounds, *r)
+		}
+		if err != nil {
+			return res, fmt.Errorf("round %d: %w", n, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+
+	gens1 := generations(consumers)
+	for i := range gens0 {
+		res.GenerationChanges = max(res.GenerationChanges, int(gens1[i]-gens0[i]))
+	}
+	res.ServerGenerationEnd = f.serverGeneration(ctx)
+	if members1, err := f.describe(ctx, adm); err == nil {
+		res.MembersUnchanged = slices.Equal(members0, members1)
+	}
+	res.OK = true
+	return res, nil
+}
+
+// round kills the leader once and brings the cluster back.
+func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo.Client, n int) (*failRound, error) {
+	leader, err := f.leader(ctx, -1)
+	if err != nil {
+		return nil, err
+	}
+	pid := f.pids[leader]
+	if err := syscall.Kill(pid, 0); err != nil {
+		return nil, fmt.Errorf("leader node %d (pid %d) is not running: %w", leader, pid, err)
+	}
+	gens0 := generations(consumers)
+	r := &failRound{N: n, Killed: leader, NewLeader: -1, ElectedMs: -1, HBNode: -1, HBMs: -1, HBAllMs: -1, RecordMs: -1,
+		killedAddr: f.nodes[leader].KafkaAddr, HeartbeatErrors: map[string]int64{},
+		hbGot: make([]bool, f.cfg.consumers), hbLeft: f.cfg.consumers, done: make(chan struct{})}
+
+	f.mu.Lock()
+	callbacks0 := f.revoked + f.lost
+	sessionErrs0 := sum(f.sessionErrs)
+	r.killAt = time.Now()
+	f.cur = r
+	f.mu.Unlock()
+	f.log.Info("killing the leader", "round", n, "node", leader, "pid", pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		f.mu.Lock()
+		f.cur = nil
+		f.mu.Unlock()
+		return nil, fmt.Errorf("kill node %d (pid %d): %w", leader, pid, err)
+	}
+	f.dead = leader
+
+	// Meanwhile, time the election as the admin API sees it.
+	timer := time.NewTimer(f.cfg.roundTimeout)
+	poll := time.NewTicker(50 * time.Millisecond)
+wait:
+	for {
+		select {
+		case <-r.done:
+			break wait
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-poll.C:
+			if r.NewLeader >= 0 {
+				continue
+			}
+			if id, ok := f.tryLeader(ctx, leader); ok {
+				r.NewLeader = id
+				r.ElectedMs = ms(time.Since(r.killAt))
+			}
+		}
+	}
+	timer.Stop()
+	poll.Stop()
+	f.mu.Lock()
+	f.cur = nil
+	missing := []string{}
+	if r.hbLeft > 0 {
+		missing = append(missing, fmt.Sprintf("successful heartbeat from %d of %d consumers", r.hbLeft, f.cfg.consumers))
+	}
+	if !r.gotRec {
+		missing = append(missing, "record produced after the kill")
+	}
+	f.mu.Unlock()
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	for id, nv := range f.nodes {
+		if nv.KafkaAddr == r.hbAddr {
+			r.HBNode = id
+		}
+	}
+	if len(missing) > 0 {
+		r.Error = "no " + strings.Join(missing, " and ") + " within " + f.cfg.roundTimeout.String()
+		f.log.Warn("round incomplete", "round", n, "missing", r.Error)
+	}
+	if r.NewLeader < 0 {
+		if nl, err := f.leader(ctx, leader); err == nil {
+			r.NewLeader = nl
+			r.ElectedMs = ms(time.Since(r.killAt)) // an upper bound
+		} else {
+			f.log.Warn("no new leader", "err", err)
+		}
+	}
+	f.log.Info("leader killed", "round", n, "elected_ms", r.ElectedMs, "heartbeat_ms", r.HBMs, "heartbeat_all_ms", r.HBAllMs,
+		"record_ms", r.RecordMs, "new_leader", r.NewLeader, "heartbeat_node", r.HBNode)
+
+	restarted := time.Now()
+	newPID, err := f.restartNode(ctx, leader)
+	if err != nil {
+		return r, fmt.Errorf("restart node %d: %w", leader, err)
+	}
+	f.pids[leader] = newPID
+	if err := f.waitReady(ctx, leader); err != nil {
+		return r, err
+	}
+	r.RestartS = time.Since(restarted).Seconds()
+	f.dead = -1
+	if _, err := f.waitHealthy(ctx, adm); err != nil {
+		return r, fmt.Errorf("after restarting node %d: %w", leader, err)
+	}
+	if !sleepCtx(ctx, f.cfg.settle) {
+		return r, ctx.Err()
+	}
+
+	gens1 := generations(consumers)
+	f.mu.Lock()
+	r.Rebalances = f.revoked + f.lost - callbacks0
+	r.SessionErrors = sum(f.sessionErrs) - sessionErrs0
+	f.mu.Unlock()
+	for i := range gens0 {
+		if gens1[i] != gens0[i] {
+			r.GenChanges++
+		}
+	}
+	return r, nil
+}
+
+// produce writes a record every produceInterval until ctx ends. The value
+// holds the time it was produced (unix nanos) and a sequence number.
+func (f *failover) produce(ctx context.Context, cl *kgo.Client) {
+	tick := time.NewTicker(f.cfg.produceInterval)
+	defer tick.Stop()
+	promise := func(_ *kgo.Record, err error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch {
+		case err == nil:
+			f.produced++
+		case ctx.Err() == nil:
+			f.prodErrs++
+			if f.prodErr == nil {
+				f.prodErr = err
+			}
+		}
+	}
+	for seq := uint64(0); ; seq++ {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		v := make([]byte, 16)
+		binary.BigEndian.PutUint64(v, uint64(time.Now().UnixNano()))
+		binary.BigEndian.PutUint64(v[8:], seq)
+		cl.Produce(ctx, &kgo.Record{Topic: f.topic, Value: v}, promise)
+	}
+}
+
+// consume polls until ctx ends, timing the first record produced after a
+// kill.
+func (f *failover) consume(ctx context.Context, cl *kgo.Client) {
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		f.mu.Lock()
+		fetches.EachError(func(_ string, _ int32, err error) {
+			f.fetchErr[err.Error()]++
+		})
+		fetches.EachRecord(func(rec *kgo.Record) {
+			f.consumed++
+			f.lastRec = now
+			if len(rec.Value) < 8 {
+				return
+			}
+			produced := int64(binary.BigEndian.Uint64(rec.Value))
+			if r := f.cur; r != nil && !r.gotRec && produced >= r.killAt.UnixNano() {
+				r.gotRec = true
+				r.RecordMs = ms(now.Sub(r.killAt))
+				f.maybeDoneLocked(r)
+			}
+		})
+		f.mu.Unlock()
+	}
+}
+
+// onHeartbeat is told of every heartbeat answer consumer i reads.
+func (f *failover) onHeartbeat(i int, addr string, code int16, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.cur
+	if code != 0 {
+		if f.counting {
+			f.hbErrs[codeName(code)]++
+		}
+		if r != nil {
+			r.HeartbeatErrors[codeName(code)]++
+		}
+		return
+	}
+	f.lastHB[i] = at
+	// Only the leader answers a heartbeat without error (a leader still
+	// loading answers NONE too), so any node but the killed one is the new
+	// leader.
+	if r == nil || r.hbGot[i] || addr == r.killedAddr || !at.After(r.killAt) {
+		return
+	}
+	r.hbGot[i] = true
+	r.hbLeft--
+	if r.HBMs < 0 {
+		r.hbAddr = addr
+		r.HBMs = ms(at.Sub(r.killAt))
+	}
+	if r.hbLeft == 0 {
+		r.HBAllMs = ms(at.Sub(r.killAt))
+	}
+	f.maybeDoneLocked(r)
+}
+
+func (f *failover) maybeDoneLocked(r *failRound) {
+	if r.hbLeft == 0 && r.gotRec {
+		close(r.done)
+	}
+}
+
+// sessionErrHook counts group sessions a consumer client ended itself
+// (kgo's group manage loop errored): the client then gives up its
+// partitions and rejoins, which is a rebalance the server did not start.
+type sessionErrHook struct{ f *failover }
+
+func (h sessionErrHook) OnGroupManageError(err error) {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if h.f.counting {
+		h.f.sessionErrs[err.Error()]++
+	}
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func (f *failover) onAssigned(i int, m map[string][]int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.assigned[i] += len(m[f.topic])
+}
+
+func (f *failover) onRevoked(i int, m map[string][]int32, lost bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(m[f.topic])
+	f.assigned[i] = max(f.assigned[i]-n, 0)
+	if !f.counting || n == 0 {
+		return
+	}
+	if lost {
+		f.lost++
+	} else {
+		f.revoked++
+	}
+	f.log.Warn("partitions taken from a consumer", "consumer", i, "partitions", n, "lost", lost)
+}
+
+// waitHealthy waits until the group is Stable with every consumer in it,
+// every partition is assigned, and heartbeats and records are flowing. It
+// returns the group's member ids.
+func (f *failover) waitHealthy(ctx context.Context, adm *kadm.Client) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.readyTimeout)
+	defer cancel()
+	var why string
+	for {
+		members, err := f.describe(ctx, adm)
+		switch {
+		case err != nil:
+			why = err.Error()
+		case len(members) != f.cfg.consumers:
+			why = fmt.Sprintf("%d of %d members", len(members), f.cfg.consumers)
+		default:
+			why = f.flowing()
+			if why == "" {
+				return members, nil
+			}
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return nil, fmt.Errorf("group not healthy after %v: %s", f.cfg.readyTimeout, why)
+		}
+	}
+}
+
+// flowing says why consumption is not healthy, or "" if it is.
+func (f *failover) flowing() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	total := 0
+	for _, n := range f.assigned {
+		total += n
+	}
+	fresh := max(2*f.cfg.heartbeat, time.Second)
+	if total != f.cfg.partitions {
+		return fmt.Sprintf("%d of %d partitions assigned", total, f.cfg.partitions)
+	}
+	for i, t := range f.lastHB {
+		if time.Since(t) > fresh+f.cfg.heartbeat {
+			return fmt.Sprintf("no recent successful heartbeat from consumer %d", i)
+		}
+	}
+	if time.Since(f.lastRec) > fresh+f.cfg.produceInterval {
+		return "no recent record"
+	}
+	return ""
+}
+
+// describe returns the group's sorted member ids if it is Stable.
+func (f *failover) describe(ctx context.Context, adm *kadm.Client) ([]string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	described, err := adm.DescribeGroups(dctx, f.group)
+	if err != nil {
+		return nil, err
+	}
+	g := described[f.group]
+	if g.Err != nil {
+		return nil, g.Err
+	}
+	if g.State != "Stable" {
+		return nil, fmt.Errorf("group %s", g.State)
+	}
+	var ids []string
+	for _, m := range g.Members {
+		ids = append(ids, m.MemberID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func generations(consumers []*kgo.Client) []int32 {
+	out := make([]int32, len(consumers))
+	for i, cl := range consumers {
+		_, out[i] = cl.GroupMetadata()
+	}
+	return out
+}
+
+// live lists the admin addresses of the nodes not known to be down.
+func (f *failover) live() []string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(f.nodes)) {
+		if id != f.dead {
+			out = append(out, f.nodes[id].AdminAddr)
+		}
+	}
+	return out
+}
+
+// leader waits until tryLeader finds a leader other than exclude.
+func (f *failover) leader(ctx context.Context, exclude int32) (int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.readyTimeout)
+	defer cancel()
+	for {
+		if id, ok := f.tryLeader(ctx, exclude); ok {
+			return id, nil
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return -1, fmt.Errorf("no leader after %v", f.cfg.readyTimeout)
+		}
+	}
+}
+
+// tryLeader returns the leader's node id if a live node names one other
+// than exclude and the leader itself agrees.
+func (f *failover) tryLeader(ctx context.Context, exclude int32) (int32, bool) {
+	for _, addr := range f.live() {
+		v, err := f.cluster(ctx, addr)
+		if err != nil || v.LeaderID == nil || *v.LeaderID == exclude || *v.LeaderID == f.dead {
+			continue
+		}
+		id := *v.LeaderID
+		n, ok := f.nodes[id]
+		if !ok {
+			continue
+		}
+		if own, err := f.cluster(ctx, n.AdminAddr); err == nil && own.LeaderID != nil && *own.LeaderID == id {
+			return id, true
+		}
+	}
+	return -1, false
+}
+
+func (f *failover) clusterFromAny(ctx context.Context, addrs []string) (clusterJSON, error) {
+	var errs []error
+	for _, a := range addrs {
+		v, err := f.cluster(ctx, a)
+		if err == nil {
+			return v, nil
+		}
+		errs = append(errs, err)
+	}
+	return clusterJSON{}, errors.Join(errs...)
+}
+
+func (f *failover) cluster(ctx context.Context, addr string) (clusterJSON, error) {
+	var v clusterJSON
+	err := f.getJSON(ctx, addr, "/v1/cluster", &v)
+	return v, err
+}
+
+// serverGeneration is the group's generation in the replicated state, from
+// GET /v1/groups on a live node; -1 if unknown.
+func (f *failover) serverGeneration(ctx context.Context) int32 {
+	var v struct {
+		Groups []struct {
+			Group      string `json:"group"`
+			Generation int32  `json:"generation"`
+		} `json:"groups"`
+	}
+	for _, addr := range f.live() {
+		if err := f.getJSON(ctx, addr, "/v1/groups", &v); err != nil {
+			continue
+		}
+		for _, g := range v.Groups {
+			if g.Group == f.group {
+				return g.Generation
+			}
+		}
+	}
+	return -1
+}
+
+func (f *failover) getJSON(ctx context.Context, addr, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s%s: %s", addr, path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// waitReady waits for GET /readyz on node id to answer 200.
+func (f *failover) waitReady(ctx context.Context, id int32) error {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.readyTimeout)
+	defer cancel()
+	url := "http://" + f.nodes[id].AdminAddr + "/readyz"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := f.http.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return fmt.Errorf("node %d not ready after %v", id, f.cfg.readyTimeout)
+		}
+	}
+}
+
+// restartNode runs the -restart command for node id and returns the pid it
+// prints last.
+func (f *failover) restartNode(ctx context.Context, id int32) (int, error) {
+	line := strings.ReplaceAll(f.cfg.restart, "{id}", strconv.Itoa(int(id)))
+	f.log.Info("restarting node", "node", id, "command", line)
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", line)
+	cmd.Stderr = f.stderr
+	cmd.WaitDelay = 5 * time.Second // the node must not keep our stdout pipe
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 {
+		return 0, errors.New("the restart command printed no pid")
+	}
+	pid, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("the restart command's last output %q is not a pid", fields[len(fields)-1])
+	}
+	return pid, nil
+}
+
+// fill copies the run-wide counters into res and summarises the rounds.
+func (f *failover) fill(res *failoverResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res.Revoked, res.Lost = f.revoked, f.lost
+	res.HeartbeatErrors = maps.Clone(f.hbErrs)
+	res.SessionErrors = maps.Clone(f.sessionErrs)
+	res.FetchErrors = maps.Clone(f.fetchErr)
+	res.Produced, res.ProduceErrors, res.Consumed = f.produced, f.prodErrs, f.consumed
+	if f.prodErr != nil {
+		res.FirstProduceError = f.prodErr.Error()
+	}
+	var elected, hb, hbAll, rec []float64
+	for _, r := range res.Rounds {
+		if r.ElectedMs >= 0 {
+			elected = append(elected, r.ElectedMs)
+		}
+		if r.HBMs >= 0 {
+			hb = append(hb, r.HBMs)
+		}
+		if r.HBAllMs >= 0 {
+			hbAll = append(hbAll, r.HBAllMs)
+		}
+		if r.RecordMs >= 0 {
+			rec = append(rec, r.RecordMs)
+		}
+		if r.Error != "" {
+			res.IncompleteRounds++
+		}
+	}
+	res.ElectedP50Ms, res.ElectedP99Ms, res.ElectedMaxMs = sampleQuantiles(elected)
+	res.HeartbeatP50Ms, res.HeartbeatP99Ms, res.HeartbeatMaxMs = sampleQuantiles(hb)
+	res.HeartbeatAllP50Ms, res.HeartbeatAllP99Ms, res.HeartbeatAllMaxMs = sampleQuantiles(hbAll)
+	res.RecordP50Ms, res.RecordP99Ms, res.RecordMaxMs = sampleQuantiles(rec)
+}
+
+// sampleQuantiles returns p50, p99 (nearest rank) and the max of xs.
+func sampleQuantiles(xs []float64) (p50, p99, maxv float64) {
+	if len(xs) == 0 {
+		return -1, -1, -1
+	}
+	s := slices.Sorted(slices.Values(xs))
+	rank := func(q float64) float64 {
+		i := int(q*float64(len(s))+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	return rank(0.5), rank(0.99), s[len(s)-1]
+}
