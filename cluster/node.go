@@ -393,7 +393,7 @@ func (n *Node) LeaderID() (int32, bool) {
 	if err != nil {
 		return 0, false
 	}
-	if int32(v) != n.cfg.NodeID && time.Since(n.raft.LastContact()) > n.heartbeatTimeout() {
+	if int32(v) == n.lostLeader() {
 		return 0, false
 	}
 	return int32(v), true
@@ -421,14 +421,31 @@ func (n *Node) Brokers() []NodeInfo {
 	if n.gossip == nil {
 		return out
 	}
+	lost := n.lostLeader()
 	for _, m := range n.gossip.snapshot() {
-		if m.meta.ID == n.cfg.NodeID || !alive(m.state) {
+		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) {
 			continue
 		}
 		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
 	}
 	sortNodes(out)
 	return out
+}
+
+// lostLeader is the id of the leader this follower has not heard from for a
+// heartbeat timeout, or -1. Raft notices a dead leader within a second,
+// gossip only after its suspicion timeout; until then Metadata would keep
+// listing the dead node and clients would keep dialling it.
+func (n *Node) lostLeader() int32 {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return -1
+	}
+	v, err := strconv.Atoi(string(id))
+	if err != nil || int32(v) == n.cfg.NodeID || time.Since(n.raft.LastContact()) <= n.heartbeatTimeout() {
+		return -1
+	}
+	return int32(v)
 }
 
 // Future is a proposal in flight.
