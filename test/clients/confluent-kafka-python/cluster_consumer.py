@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""kgate cluster end-to-end client: a confluent-kafka-python group consumer.
+
+Usage: cluster_consumer.py BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID
+
+Joins GROUP with client.id CLIENT_ID, subscribes to TOPIC (reading from the
+earliest offset when the group has no commit), commits automatically every
+500 ms and reports everything on stdout, one JSON object per line:
+
+  {"event": "assigned" | "revoked" | "lost", "partitions": [p, ...]}
+  {"event": "records", "records": [{"p": partition, "o": offset, "v": value}, ...]}
+  {"event": "error", "where": "error_cb" | "consume" | "commit", "code": n,
+   "name": "...", "retriable": bool, "fatal": bool, "message": "..."}
+  {"event": "closing"}        stdin reached EOF; the consumer closes now
+  {"ok": true} or {"ok": false, "error": "..."}   last line
+
+Record values are printed as text (the Go harness produces ASCII values).
+The harness in test/e2e (cluster_load_test.go) reads these lines.
+KGATE_E2E_RDKAFKA_DEBUG, if set, is librdkafka's "debug" property (logged to
+stderr).
+"""
+import json
+import os
+import sys
+import threading
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError
+
+_out = threading.Lock()
+
+
+def emit(obj):
+    line = json.dumps(obj, separators=(",", ":"))
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def error_event(where, err, message=None):
+    if isinstance(err, KafkaError):
+        return {"event": "error", "where": where, "code": err.code(), "name": err.name(),
+                "retriable": bool(err.retriable()), "fatal": bool(err.fatal()),
+                "message": message or err.str()}
+    return {"event": "error", "where": where, "code": -1, "name": type(err).__name__,
+            "retriable": False, "fatal": False, "message": message or str(err)}
+
+
+def partitions(tps):
+    return sorted(tp.partition for tp in tps)
+
+
+def group_consume(bootstrap, topic, group, client_id):
+    stop = threading.Event()
+
+    def watch_stdin():
+        try:
+            while sys.stdin.read(4096):
+                pass
+        finally:
+            stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+
+    def on_error(err):
+        emit(error_event("error_cb", err))
+
+    def on_commit(err, offsets):
+        if err is not None:
+            emit(error_event("commit", err))
+            return
+        for tp in offsets or []:
+            if tp.error is not None:
+                emit(error_event("commit", tp.error, "partition %d: %s" % (tp.partition, tp.error)))
+
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": client_id,
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 500,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 500,
+        "error_cb": on_error,
+        "on_commit": on_commit,
+    }
+    if os.environ.get("KGATE_E2E_RDKAFKA_DEBUG"):
+        conf["debug"] = os.environ["KGATE_E2E_RDKAFKA_DEBUG"]
+    c = Consumer(conf)
+
+    def on_assign(_c, tps):
+        emit({"event": "assigned", "partitions": partitions(tps)})
+
+    def on_revoke(_c, tps):
+        emit({"event": "revoked", "partitions": partitions(tps)})
+
+    def on_lost(_c, tps):
+        emit({"event": "lost", "partitions": partitions(tps)})
+
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    try:
+        while not stop.is_set():
+            batch = []
+            for m in c.consume(num_messages=500, timeout=0.5):
+                if m.error():
+                    emit(error_event("consume", m.error()))
+                    continue
+                batch.append({"p": m.partition(), "o": m.offset(),
+                              "v": (m.value() or b"").decode("utf-8", "replace")})
+            if batch:
+                emit({"event": "records", "records": batch})
+    finally:
+        emit({"event": "closing"})
+        c.close()  # commits the last offsets and leaves the group
+    return {"client": "confluent-kafka-python", "version": confluent_kafka.version()[0],
+            "librdkafka": confluent_kafka.libversion()[0]}
+
+
+def main(argv):
+    if len(argv) != 6 or argv[3] != "group-consume":
+        emit({"ok": False, "error": "usage: cluster_consumer.py BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID"})
+        return 2
+    try:
+        res = group_consume(argv[1], argv[2], argv[4], argv[5])
+    except Exception as e:  # noqa: BLE001 - reported to the harness
+        emit({"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
+        return 1
+    res["ok"] = True
+    emit(res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Leader failover under load: an idempotent acks=all producer and a group of
+// three consumers of one client library run against a three-node cluster;
+// the leader (group coordinator and leader of every partition) is killed
+// with SIGKILL, or stopped with SIGTERM. The group must carry on through the
+// new leader without a rebalance (same member ids and generation, no
+// revoked/lost/assigned callback), consume every acknowledged record and
+// never see its committed offsets go backwards.
+
+func TestClusterLeaderKill9FranzGo(t *testing.T) { runClusterFailover(t, clFranzGoMembers, false) }
+
+func TestClusterLeaderKill9ConfluentKafkaPython(t *testing.T) {
+	runClusterFailover(t, clConfluentPythonMembers, false)
+}
+
+func TestClusterLeaderKill9Java(t *testing.T) { runClusterFailover(t, clJavaMembers, false) }
+
+func TestClusterLeaderSIGTERMFranzGo(t *testing.T) { runClusterFailover(t, clFranzGoMembers, true) }
+
+func TestClusterLeaderSIGTERMConfluentKafkaPython(t *testing.T) {
+	runClusterFailover(t, clConfluentPythonMembers, true)
+}
+
+func TestClusterLeaderSIGTERMJava(t *testing.T) { runClusterFailover(t, clJavaMembers, true) }
+
+const (
+	loadBeforeFailover = 2 * time.Second
+	loadAfterFailover  = 4 * time.Second
+)
+
+func runClusterFailover(t *testing.T, kind clMemberKind, sigterm bool) {
+	kind.require(t)
+	begin := time.Now()
+	c := startCluster(t)
+	_, adm := c.adminClient()
+	suffix := time.Now().UnixNano() % 1e9
+	topic := fmt.Sprintf("cl-failover-%d", suffix)
+	group := fmt.Sprintf("cl-group-%s-%d", kind.client, suffix)
+	createClusterTopic(t, c, topic)
+
+	prod := startClusterProducer(t, c, topic)
+	w := newClGroupWatch()
+	var members []clMember
+	var names []string
+	for i := range clusterMembers {
+		name := fmt.Sprintf("%s-%d", kind.client, i)
+		names = append(names, name)
+		members = append(members, kind.start(t, c, topic, group, name, w))
+	}
+	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
+	w.arm()
+	t.Logf("group stable %v after start: %s", time.Since(begin).Round(time.Millisecond), before)
+	kgoBefore := clKgoGroupMeta(members)
+	offsets := clWatchOffsets(c, group, topic)
+
+	time.Sleep(loadBeforeFailover)
+	old := c.leader()
+	ackedBefore := prod.acked()
+	if ackedBefore == 0 {
+		t.Fatalf("nothing acknowledged before the failover: %s", prod.acks.summary())
+	}
+	how := "killed (SIGKILL)"
+	at := time.Now()
+	if sigterm {
+		how = "stopped (SIGTERM)"
+		c.node(old).stop()
+	} else {
+		c.node(old).kill9()
+	}
+	var survivors []int32
+	for _, n := range c.running() {
+		survivors = append(survivors, n.id)
+	}
+	leader := c.waitFormed(survivors...)
+	t.Logf("leader node %d %s after %d acknowledged records; node %d leads %v later",
+		old, how, ackedBefore, leader, time.Since(at).Round(time.Millisecond))
+	if err := prod.waitAcked(prod.acked(), 30*time.Second); err != nil {
+		t.Fatalf("producer makes no progress through the new leader: %v", err)
+	}
+	t.Logf("producer acknowledged again %v after the failover", time.Since(at).Round(time.Millisecond))
+	time.Sleep(loadAfterFailover)
+	prod.finish()
+	acked := prod.acks.ackedIndexes()
+
+	// A fresh admin client: franz-go keeps a coordinator it cannot dial
+	// cached for sharded group requests.
+	_, adm = c.adminClient()
+	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
+		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
+	step(t, "committed offsets reach the end of every partition", 30*time.Second,
+		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+
+	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
+	t.Logf("group after the failover: %s", after)
+	if after.state != "Stable" {
+		t.Errorf("group state %s after the failover, want Stable", after.state)
+	}
+	if fmt.Sprint(after.members) != fmt.Sprint(before.members) {
+		t.Errorf("group members changed across the failover:\nbefore %v\nafter  %v", before.members, after.members)
+	}
+	if after.generation != before.generation {
+		t.Errorf("group generation %d after the failover, %d before", after.generation, before.generation)
+	}
+	if kgoAfter := clKgoGroupMeta(members); fmt.Sprint(kgoAfter) != fmt.Sprint(kgoBefore) {
+		t.Errorf("franz-go members' own member id/generation changed:\nbefore %v\nafter  %v", kgoBefore, kgoAfter)
+	}
+	offsets.finish(t)
+
+	w.disarm()
+	for _, m := range members {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := m.close(ctx); err != nil {
+			t.Errorf("closing %s: %v", m.name(), err)
+		}
+		cancel()
+	}
+	w.report(t)
+	t.Logf("%s leader failover (%s) scenario done in %v", kind.client, how, time.Since(begin).Round(time.Millisecond))
+}
+
+// clKgoGroupMeta is "member id/generation" of every franz-go member by name.
+func clKgoGroupMeta(members []clMember) map[string]string {
+	out := map[string]string{}
+	for _, m := range members {
+		if km, ok := m.(*clKgoMember); ok {
+			id, gen := km.groupMeta()
+			out[m.name()] = fmt.Sprintf("%s/%d", id, gen)
+		}
+	}
+	return out
+}
+
+// clDescribeGroupWithin retries clDescribeGroup until it succeeds.
+func clDescribeGroupWithin(t *testing.T, c *kgateCluster, adm *kadm.Client, group, topic string, timeout time.Duration) clGroupSnapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		s, err := clDescribeGroup(ctx, c, adm, group, topic)
+		if err == nil {
+			return s
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("describing group %s: %v", group, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
