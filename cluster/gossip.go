@@ -74,8 +74,14 @@ func startGossip(n *Node) (*gossip, error) {
 	mc.Conflict = g
 	mc.Logger = log.New(&slogWriter{log: g.log}, "", 0)
 	mc.DeadNodeReclaimTime = 30 * time.Second // a node back on a new address reclaims its name
+	// Faster than memberlist's LAN defaults (1 s probes, suspicion x4): a
+	// dead node leaves Metadata in about 2 s instead of 6-7 s, so clients
+	// stop dialling it sooner. A wrongly suspected node refutes and returns;
+	// Raft membership never follows gossip failures quickly anyway.
+	mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult = 500*time.Millisecond, 250*time.Millisecond, 3
 	if n.cfg.GossipProbeInterval > 0 {
 		mc.ProbeInterval = n.cfg.GossipProbeInterval
+		mc.ProbeTimeout = min(mc.ProbeTimeout, n.cfg.GossipProbeInterval/2)
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {

@@ -71,6 +71,9 @@ type Node struct {
 	gossip   *gossip
 	leaving  atomic.Bool // Leave was called
 	notify   chan bool
+	observed chan raft.Observation // leader changes, for AwaitLeader
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed at the next leader observation
 	leader   atomic.Bool // this node leads and has caught up (barrier done)
 	mu       sync.Mutex
 	watchers []chan struct{}
@@ -194,9 +197,57 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		n.wg.Add(1)
 		go n.membershipLoop()
 	}
-	n.wg.Add(1)
+	n.observed = make(chan raft.Observation, 16)
+	n.leaderCh = make(chan struct{})
+	r.RegisterObserver(raft.NewObserver(n.observed, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	n.wg.Add(2)
 	go n.trackLeadership()
+	go n.watchLeaders()
 	return n, nil
+}
+
+// watchLeaders wakes AwaitLeader callers whenever Raft names a leader.
+func (n *Node) watchLeaders() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.observed:
+			n.leaderMu.Lock()
+			close(n.leaderCh)
+			n.leaderCh = make(chan struct{})
+			n.leaderMu.Unlock()
+		}
+	}
+}
+
+// AwaitLeader returns the leader's node id, waiting while an election runs
+// (bounded by ctx). Answering a client during the election with "no
+// leader" sends it into retries that some clients give up on; a short wait
+// gives it the new leader instead.
+func (n *Node) AwaitLeader(ctx context.Context) (int32, bool) {
+	recheck := time.NewTicker(100 * time.Millisecond) // contact may come back without an observation
+	defer recheck.Stop()
+	for {
+		n.leaderMu.Lock()
+		ch := n.leaderCh
+		n.leaderMu.Unlock()
+		if id, ok := n.LeaderID(); ok {
+			return id, true
+		}
+		select {
+		case <-ch:
+		case <-recheck.C:
+		case <-ctx.Done():
+			return 0, false
+		case <-n.stop:
+			return 0, false
+		}
+	}
 }
 
 // recoverFromPeersFile is the manual way out of a lost majority: an

@@ -15,12 +15,25 @@ const (
 
 // handleFindCoordinator names the Raft leader, the only group coordinator,
 // with the same node id and address Metadata reports for it.
-func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Reply {
+func (s *Server) handleFindCoordinator(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.FindCoordinatorRequest)
-	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if len(req.CoordinatorKeys) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if _, ok := s.cluster.LeaderID(); !ok {
+		// An election is running: answer with its winner rather than
+		// COORDINATOR_NOT_AVAILABLE, which franz-go's coordinator lookup
+		// does not retry when its previous try hit the dead node.
+		return later(func() kmsg.Response {
+			s.awaitLeader(ctx)
+			return s.findCoordinator(req)
+		})
+	}
+	return now(s.findCoordinator(req))
+}
+
+func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	find := func(key string) (int32, string, int32, *kerr.Error, string) {
 		if req.CoordinatorType == coordinatorTransaction {
 			return -1, "", -1, kerr.UnsupportedVersion, "kgate does not support transactions"
@@ -56,7 +69,7 @@ func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Reply {
 			}
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
-		return now(resp)
+		return resp
 	}
 	var e *kerr.Error
 	var msg string
@@ -65,5 +78,5 @@ func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Reply {
 		resp.ErrorCode = e.Code
 		resp.ErrorMessage = &msg
 	}
-	return now(resp)
+	return resp
 }

@@ -12,6 +12,21 @@ const authorizedOpsUnset = -2147483648
 
 func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.MetadataRequest)
+	if len(req.Topics) > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+	if _, ok := s.cluster.LeaderID(); !ok {
+		// During an election every partition would read LEADER_NOT_AVAILABLE
+		// and clients back off for seconds; wait for the winner instead.
+		return later(func() kmsg.Response {
+			s.awaitLeader(ctx)
+			return s.metadata(ctx, req)
+		})
+	}
+	return now(s.metadata(ctx, req))
+}
+
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, n := range s.cluster.Brokers() {
 		host, port := brokerAddr(n)
@@ -20,16 +35,13 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 	cid := s.cluster.ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.controllerID()
-	if len(req.Topics) > s.cfg.MaxElements {
-		return Reply{close: true}
-	}
 
 	// v0 and a null list (v1+) both mean every topic.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, t := range s.backend.Topics() {
 			resp.Topics = append(resp.Topics, s.topicMetadata(t))
 		}
-		return now(resp)
+		return resp
 	}
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	for _, rt := range req.Topics {
@@ -50,7 +62,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 		}
 		resp.Topics = append(resp.Topics, s.lookupTopic(ctx, name, autoCreate))
 	}
-	return now(resp)
+	return resp
 }
 
 func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool) kmsg.MetadataResponseTopic {

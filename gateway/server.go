@@ -27,6 +27,7 @@ type Config struct {
 	MaxInFlight       int           // pipelined requests per connection being worked on
 	MaxElements       int           // topics x partitions (or similar) in one request
 	MaxMessageBytes   int           // largest record batch accepted (message.max.bytes)
+	LeaderWait        time.Duration // Metadata and FindCoordinator wait this long for an election to end
 	AutoCreateTopics  bool
 	DefaultPartitions int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
@@ -53,6 +54,9 @@ func (c *Config) setDefaults() {
 	if c.MaxElements <= 0 {
 		c.MaxElements = 100000
 	}
+	if c.LeaderWait <= 0 {
+		c.LeaderWait = 5 * time.Second
+	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1048588
 	}
@@ -70,6 +74,8 @@ type Cluster interface {
 	Self() cluster.NodeInfo
 	Brokers() []cluster.NodeInfo
 	LeaderID() (int32, bool)
+	// AwaitLeader is LeaderID, waiting (bounded by ctx) while an election runs.
+	AwaitLeader(ctx context.Context) (int32, bool)
 	ClusterID() string
 	// Replicas are the Raft voters; ISR those of them in contact.
 	Replicas() (replicas, isr []int32)
@@ -191,4 +197,14 @@ func later(fn func() kmsg.Response) Reply {
 type handler struct {
 	min, max int16
 	fn       func(ctx context.Context, r *Request) Reply
+}
+
+// awaitLeader waits, bounded by LeaderWait, for a Raft leader to be known.
+func (s *Server) awaitLeader(ctx context.Context) {
+	if _, ok := s.cluster.LeaderID(); ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
+	defer cancel()
+	s.cluster.AwaitLeader(ctx)
 }
