@@ -74,7 +74,7 @@ type Node struct {
 	observed chan raft.Observation // leader changes, for AwaitLeader
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
-	leader   atomic.Bool // this node leads and has caught up (barrier done)
+	leader   atomic.Bool   // this node leads and has caught up (barrier done)
 	mu       sync.Mutex
 	watchers []chan struct{}
 
