@@ -86,9 +86,6 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 		case <-ctx.Done():
 			return
 		}
-		if p.reply.close {
-			return
-		}
 	}
 }
 

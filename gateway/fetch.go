@@ -82,7 +82,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 func (s *Server) fetchOnce(req *kmsg.FetchRequest, watches *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
-	if req.Version < 3 || maxBytes <= 0 {
+	if maxBytes <= 0 {
 		maxBytes = int(s.cfg.MaxFrameBytes)
 	}
 	maxBytes = min(maxBytes, int(s.cfg.MaxFrameBytes)-1024)
