@@ -71,6 +71,7 @@ type Node struct {
 	gossip   *gossip
 	leaving  atomic.Bool // Leave was called
 	notify   chan bool
+	logBytes atomic.Int64          // Raft log bytes applied since the last snapshot
 	observed chan raft.Observation // leader changes, for AwaitLeader
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
@@ -170,7 +171,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f}, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, logBytes: &n.logBytes}, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -203,10 +204,44 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	}))
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.trackLeadership()
 	go n.watchLeaders()
+	go n.snapshotBySize()
 	return n, nil
+}
+
+// minSnapshotBytes is the least log growth that triggers a snapshot by size.
+const minSnapshotBytes = 256 << 20
+
+// snapshotBySize takes a snapshot once the Raft log has grown by as much as
+// the partition data it would copy (and at least minSnapshotBytes). Raft's
+// own trigger counts entries, and entries here are batches of up to
+// megabytes: by count alone the log could hold gigabytes before it is
+// compacted, while a snapshot on every small growth would copy all retained
+// data again and again. This bounds both: the log stays near the data's
+// size and each byte is copied into snapshots about once more.
+func (n *Node) snapshotBySize() {
+	defer n.wg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		grown := n.logBytes.Load()
+		if grown < max(minSnapshotBytes, n.fsm.DataBytes()) {
+			continue
+		}
+		if err := n.raft.Snapshot().Error(); err != nil {
+			n.log.Debug("snapshot by size", "err", err)
+			continue
+		}
+		n.logBytes.Add(-grown)
+		n.log.Info("snapshot taken: log grew past the data size", "log_bytes", grown)
+	}
 }
 
 // watchLeaders wakes AwaitLeader callers whenever Raft names a leader.
@@ -569,11 +604,17 @@ func (n *Node) Shutdown() error {
 }
 
 // raftFSM adapts fsm.FSM to raft.FSM.
-type raftFSM struct{ f *fsm.FSM }
+type raftFSM struct {
+	f        *fsm.FSM
+	logBytes *atomic.Int64 // bytes applied since the last snapshot, when counted
+}
 
 func (a *raftFSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
+	}
+	if a.logBytes != nil {
+		a.logBytes.Add(int64(len(l.Data)))
 	}
 	return a.f.Apply(l.Index, l.Data)
 }

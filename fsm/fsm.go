@@ -361,6 +361,19 @@ func (f *FSM) Partition(topic string, p int32) *Partition {
 	return t.Partitions[p]
 }
 
+// DataBytes is the size of all partition data on disk.
+func (f *FSM) DataBytes() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var n int64
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			n += p.Log.Size()
+		}
+	}
+	return n
+}
+
 // Close closes every partition log.
 func (f *FSM) Close() error {
 	f.mu.Lock()

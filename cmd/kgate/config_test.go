@@ -65,7 +65,7 @@ func TestConfigDefaults(t *testing.T) {
 		"RaftHeartbeat":      500 * time.Millisecond,
 		"RaftElection":       500 * time.Millisecond,
 		"RaftSnapshotEvery":  uint64(16384),
-		"RaftTrailingLogs":   uint64(4096),
+		"RaftTrailingLogs":   uint64(1024),
 		"LogLevel":           "info",
 		"Fsync":              true,
 	}
