@@ -248,8 +248,14 @@ func (b *Backend) MaxTimestampOffset(ctx context.Context, topic string, p int32)
 }
 
 // InitProducerID allocates a producer id through the FSM.
+//
+// Only the leader can hand ids out. Clients send an idempotent producer's
+// InitProducerId to any broker; a follower answers with a plain retriable
+// code so the client retries (on another broker). NOT_COORDINATOR would make
+// the Java producer look up a transaction coordinator for a null
+// transactional id.
 func (b *Backend) InitProducerID(ctx context.Context) (int64, int16, error) {
-	res, err := b.propose(ctx, &fsm.InitProducerID{}, kerr.NotCoordinator)
+	res, err := b.propose(ctx, &fsm.InitProducerID{}, kerr.CoordinatorLoadInProgress)
 	if err != nil {
 		return -1, -1, err
 	}
