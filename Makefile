@@ -25,6 +25,7 @@ fuzz:
 	$(GO) test -run=NONE -fuzz=FuzzParseRequest -fuzztime=$(FUZZTIME) ./gateway/
 	$(GO) test -run=NONE -fuzz=FuzzValidate -fuzztime=$(FUZZTIME) ./gateway/records/
 	$(GO) test -run=NONE -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./fsm/
+	$(GO) test -run=NONE -fuzz=FuzzDecodeReply -fuzztime=$(FUZZTIME) ./gateway/iggy/
 
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=5m
