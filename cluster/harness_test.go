@@ -25,16 +25,14 @@ import (
 // cut, found by the node's Raft address.
 var testStreams sync.Map // Raft address -> *cutStream
 
-func init() {
-	newTransport = func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
-		ln, err := net.Listen("tcp", bind)
-		if err != nil {
-			return nil, err
-		}
-		s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}}
-		testStreams.Store(bind, s)
-		return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
+func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
 	}
+	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}}
+	testStreams.Store(bind, s)
+	return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
 }
 
 // cutStream is a TCP stream layer that can drop off the network: while cut,
@@ -226,6 +224,7 @@ func (tn *testNode) start(t *testing.T) {
 		ElectionTimeout:     250 * time.Millisecond,
 		GossipProbeInterval: 200 * time.Millisecond,
 		Logger:              logger,
+		transport:           cuttableTransport,
 	}
 	if tn.tune != nil {
 		tn.tune(&cfg)

@@ -40,7 +40,8 @@ type Config struct {
 	DeadNodeReapAfter   time.Duration
 	RejoinInterval      time.Duration // how often the seed list is joined again
 	GossipProbeInterval time.Duration
-	Fsync               bool // fsync the Raft log on every commit (power-loss safety)
+	transport           transportFunc // nil: TCP
+	Fsync               bool          // fsync the Raft log on every commit (power-loss safety)
 	HeartbeatTimeout    time.Duration
 	ElectionTimeout     time.Duration
 	LeaderLease         time.Duration
@@ -126,6 +127,10 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft addr: %w", err)
+	}
+	newTransport := cfg.transport
+	if newTransport == nil {
+		newTransport = tcpTransport
 	}
 	trans, err := newTransport(cfg.RaftAddr, addr, hlog)
 	if err != nil {
@@ -309,9 +314,12 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 	return nil
 }
 
-// newTransport makes the Raft TCP transport. Tests replace it with one
-// whose network they can cut.
-var newTransport = func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
+// transportFunc makes the Raft transport.
+type transportFunc func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error)
+
+// tcpTransport is the Raft TCP transport; tests use one whose network they
+// can cut (Config.transport).
+func tcpTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
 	return raft.NewTCPTransportWithLogger(bind, advertise, 4, 10*time.Second, log)
 }
 
