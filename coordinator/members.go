@@ -71,15 +71,14 @@ func (c *Coordinator) Leave(ctx context.Context, group string, members []LeaveMe
 		ids = append(ids, id)
 		idx = append(idx, i)
 	}
-	c.mu.Unlock()
 	if len(ids) == 0 {
-		c.mu.Lock()
 		if g := c.fsm.Group(group); g != nil {
 			c.armJoinLocked(group, sg, g, false) // a pending id gone may complete a join
 		}
 		c.mu.Unlock()
 		return codes, 0
 	}
+	c.mu.Unlock()
 	res, code := c.removeMembers(ctx, group, ids)
 	if code != 0 {
 		return nil, code

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/kgate/kgate/fsm/partlog"
@@ -251,21 +252,12 @@ func (f *FSM) writeCheckpoint(index uint64, meta []byte) error {
 }
 
 func syncDir(path string) error {
-	d, err := os.Open(dirOf(path))
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-func dirOf(path string) string {
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i] == '/' {
-			return path[:i]
-		}
-	}
-	return "."
 }
 
 // loadCheckpoint restores the checkpointed state, or leaves the FSM empty

@@ -134,19 +134,7 @@ func runFailoverCmd(args []string, stdout, stderr io.Writer) int {
 		res.Error = err.Error()
 		log.Error("failover failed", "err", err)
 	}
-	if cfg.json {
-		err = writeJSON(stdout, res)
-	} else {
-		err = writeFailoverTable(stdout, res)
-	}
-	if err != nil {
-		log.Error("write report", "err", err)
-		return 1
-	}
-	if !res.OK {
-		return 1
-	}
-	return 0
+	return report(stdout, log, cfg.json, res, res.OK, writeFailoverTable)
 }
 
 func (f *failover) run(ctx context.Context) (*failoverResult, error) {

@@ -117,16 +117,23 @@ func runGroupsCmd(mode string, args []string, stdout, stderr io.Writer) int {
 		res.Error = err.Error()
 		log.Error(mode+" failed", "err", err)
 	}
-	if cfg.json {
+	return report(stdout, log, cfg.json, res, res.OK, writeGroupsTable)
+}
+
+// report writes a subcommand's result as JSON or as its table and returns
+// the exit code: 1 when the run failed or the report could not be written.
+func report[R any](stdout io.Writer, log *slog.Logger, asJSON bool, res R, ok bool, table func(io.Writer, R) error) int {
+	var err error
+	if asJSON {
 		err = writeJSON(stdout, res)
 	} else {
-		err = writeGroupsTable(stdout, res)
+		err = table(stdout, res)
 	}
 	if err != nil {
 		log.Error("write report", "err", err)
 		return 1
 	}
-	if !res.OK {
+	if !ok {
 		return 1
 	}
 	return 0
