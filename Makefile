@@ -7,6 +7,7 @@ FUZZTIME ?= 5s
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
 	$(GO) build -o bin/kgate-bench ./cmd/kgate-bench
+	$(GO) build -o bin/iggy-double ./test/iggydouble
 
 # A local three-node cluster on loopback (Kafka ports 9092, 9094, 9096),
 # data in ./kgate-data; Ctrl-C stops it. KGATE_NODES=1 make run for one node.
@@ -30,8 +31,15 @@ fuzz:
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=5m
 
+# BACKEND=iggy runs only the Iggy backend section (against the Iggy test
+# double); BENCH_SECTIONS picks sections otherwise (see scripts/bench.sh).
+BACKEND ?=
 bench: build
+ifeq ($(BACKEND),iggy)
+	BENCH_SECTIONS=iggy ./scripts/bench.sh
+else
 	./scripts/bench.sh
+endif
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

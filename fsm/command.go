@@ -18,6 +18,8 @@ const (
 	KindInitProducerID   Kind = 6
 	KindTrimLog          Kind = 7
 	KindAlterConfigs     Kind = 8
+	// 9-16 are the group commands (group_commands.go).
+	KindAlterTopicConfigs Kind = 17
 )
 
 // Command is one replicated state change. Everything Apply needs is in the
@@ -59,6 +61,8 @@ func Decode(data []byte) (Command, error) {
 		c = &TrimLog{Topic: d.str(), Partition: d.i32(), Start: d.i64()}
 	case KindAlterConfigs:
 		c = &AlterConfigs{Name: d.str(), Set: decodeConfigs(d), Delete: decodeStrings(d)}
+	case KindAlterTopicConfigs:
+		c = &AlterTopicConfigs{Name: d.str(), Configs: decodeConfigs(d)}
 	case KindJoinGroup:
 		c = decodeJoinGroup(d)
 	case KindCompleteJoin:
@@ -93,9 +97,16 @@ func (c *InitCluster) encode(e *enc) { e.str(c.ClusterID) }
 // Config is one topic config entry.
 type Config struct{ Key, Value string }
 
+// encodeConfigs writes cs in canonical order: by key, then value (a decoded
+// entry may repeat a key; Apply lets the last one win).
 func encodeConfigs(e *enc, cs []Config) {
 	sorted := append([]Config(nil), cs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].Key != sorted[j].Key {
+			return sorted[i].Key < sorted[j].Key
+		}
+		return sorted[i].Value < sorted[j].Value
+	})
 	e.uvar(uint64(len(sorted)))
 	for _, c := range sorted {
 		e.str(c.Key)
@@ -170,7 +181,8 @@ func (c *CreatePartitions) encode(e *enc) {
 	e.i32(c.Count)
 }
 
-// AlterConfigs sets and deletes topic config keys.
+// AlterConfigs sets and deletes topic config keys. The gateway proposes
+// AlterTopicConfigs instead; this kind stays decodable and applicable.
 type AlterConfigs struct {
 	Name   string
 	Set    []Config
@@ -182,6 +194,21 @@ func (c *AlterConfigs) encode(e *enc) {
 	e.str(c.Name)
 	encodeConfigs(e, c.Set)
 	encodeStrings(e, c.Delete)
+}
+
+// AlterTopicConfigs replaces all of a topic's configs with Configs (Kafka's
+// AlterConfigs; IncrementalAlterConfigs is resolved to the full set by the
+// leader). The handler has validated keys and values. Configs are encoded
+// sorted (encodeConfigs), so the same set always gives the same entry.
+type AlterTopicConfigs struct {
+	Name    string
+	Configs []Config
+}
+
+func (*AlterTopicConfigs) Kind() Kind { return KindAlterTopicConfigs }
+func (c *AlterTopicConfigs) encode(e *enc) {
+	e.str(c.Name)
+	encodeConfigs(e, c.Configs)
 }
 
 // Batch is one validated record batch with the header facts Apply needs.

@@ -131,6 +131,8 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 		return f.applyCreatePartitions(c)
 	case *AlterConfigs:
 		return f.applyAlterConfigs(c)
+	case *AlterTopicConfigs:
+		return f.applyAlterTopicConfigs(c)
 	case *Append:
 		return f.applyAppend(c)
 	case *InitProducerID:
@@ -262,7 +264,34 @@ func (f *FSM) applyAlterConfigs(c *AlterConfigs) any {
 	for _, k := range c.Delete {
 		delete(t.Configs, k)
 	}
+	f.configsChangedLocked(t)
 	return &CodeResult{}
+}
+
+func (f *FSM) applyAlterTopicConfigs(c *AlterTopicConfigs) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.topics[c.Name]
+	if !ok {
+		return &CodeResult{Code: ErrUnknownTopicOrPartition}
+	}
+	cfg := make(map[string]string, len(c.Configs))
+	for _, kv := range c.Configs {
+		cfg[kv.Key] = kv.Value
+	}
+	t.Configs = cfg
+	f.configsChangedLocked(t)
+	return &CodeResult{}
+}
+
+// configsChangedLocked applies the configs the FSM itself enforces to a
+// live topic: segment.bytes takes effect from the next segment roll, as in
+// Kafka (a restart or restore opens the logs with the same value).
+func (f *FSM) configsChangedLocked(t *Topic) {
+	seg := f.segmentBytes(t.Configs)
+	for _, p := range t.Partitions {
+		p.Log.SetSegmentBytes(seg)
+	}
 }
 
 func (f *FSM) applyTrimLog(c *TrimLog) any {

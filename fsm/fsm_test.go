@@ -61,6 +61,8 @@ func commandLog(seed uint64, n int) [][]byte {
 			log = append(log, Encode(&TrimLog{Topic: t, Partition: int32(r.IntN(3)), Start: int64(r.IntN(50))}))
 		case k == 5:
 			log = append(log, Encode(&AlterConfigs{Name: t, Set: []Config{{"retention.bytes", fmt.Sprint(r.IntN(1 << 20))}}, Delete: []string{"retention.ms"}}))
+		case k == 6:
+			log = append(log, Encode(randomAlterTopicConfigs(r, t)))
 		default:
 			part := int32(r.IntN(3))
 			pid := int64(-1)
@@ -88,6 +90,27 @@ func commandLog(seed uint64, n int) [][]byte {
 		}
 	}
 	return log
+}
+
+// randomAlterTopicConfigs replaces a topic's configs with a random set, in
+// random order (Encode sorts it), sometimes changing segment.bytes so that
+// logs roll at a new size mid-way.
+func randomAlterTopicConfigs(r *rand.Rand, topic string) *AlterTopicConfigs {
+	c := &AlterTopicConfigs{Name: topic}
+	if r.IntN(2) == 0 {
+		c.Configs = append(c.Configs, Config{"retention.ms", fmt.Sprint(r.IntN(1 << 30))})
+	}
+	if r.IntN(2) == 0 {
+		c.Configs = append(c.Configs, Config{"retention.bytes", fmt.Sprint(r.IntN(1<<20) - 1)})
+	}
+	if r.IntN(3) == 0 {
+		c.Configs = append(c.Configs, Config{"segment.bytes", fmt.Sprint(512 + r.IntN(8192))})
+	}
+	if r.IntN(3) == 0 {
+		c.Configs = append(c.Configs, Config{"cleanup.policy", "delete"})
+	}
+	r.Shuffle(len(c.Configs), func(i, j int) { c.Configs[i], c.Configs[j] = c.Configs[j], c.Configs[i] })
+	return c
 }
 
 func snapshotBytes(t *testing.T, f *FSM) []byte {
@@ -269,7 +292,8 @@ func TestIdempotentProducerRules(t *testing.T) {
 }
 
 func TestDecodeRejectsGarbage(t *testing.T) {
-	for _, b := range [][]byte{nil, {0}, {99}, {byte(KindAppend), 1, 2}, {byte(KindCreateTopic), 200}} {
+	for _, b := range [][]byte{nil, {0}, {99}, {byte(KindAppend), 1, 2}, {byte(KindCreateTopic), 200},
+		{byte(KindAlterTopicConfigs)}, {byte(KindAlterTopicConfigs), 1, 't', 5}, {byte(KindAlterTopicConfigs), 1, 't', 1, 3, 'a'}} {
 		if _, err := Decode(b); err == nil {
 			t.Errorf("Decode(%v) succeeded", b)
 		}
@@ -284,6 +308,8 @@ func FuzzDecode(f *testing.F) {
 	for _, e := range commandLog(1, 30) {
 		f.Add(e)
 	}
+	f.Add(Encode(&AlterTopicConfigs{Name: "t", Configs: []Config{{"retention.ms", "1"}, {"cleanup.policy", "delete"}}}))
+	f.Add(Encode(&AlterTopicConfigs{Name: "t"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {
@@ -301,4 +327,96 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("encoding is not stable: %x then %x", first, second)
 		}
 	})
+}
+
+func TestAlterTopicConfigsEncoding(t *testing.T) {
+	a := Encode(&AlterTopicConfigs{Name: "t", Configs: []Config{{"segment.bytes", "1024"}, {"retention.ms", "5"}}})
+	b := Encode(&AlterTopicConfigs{Name: "t", Configs: []Config{{"retention.ms", "5"}, {"segment.bytes", "1024"}}})
+	if !bytes.Equal(a, b) {
+		t.Fatalf("config order changes the encoding: %x vs %x", a, b)
+	}
+	// A key given twice (only a corrupt or hand-made entry does that) still
+	// has one encoding whatever the order.
+	var dup1, dup2 []Config
+	for i := 0; i < 40; i++ {
+		dup1 = append(dup1, Config{"k", fmt.Sprint(i % 7)})
+		dup2 = append(dup2, Config{"k", fmt.Sprint((39 - i) % 7)})
+	}
+	if x, y := Encode(&AlterTopicConfigs{Name: "t", Configs: dup1}), Encode(&AlterTopicConfigs{Name: "t", Configs: dup2}); !bytes.Equal(x, y) {
+		t.Fatal("repeated keys in another order change the encoding")
+	}
+	c, err := Decode(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &AlterTopicConfigs{Name: "t", Configs: []Config{{"retention.ms", "5"}, {"segment.bytes", "1024"}}}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("decoded %+v, want %+v", c, want)
+	}
+	// No configs at all is a valid command: every dynamic config removed.
+	if c, err := Decode(Encode(&AlterTopicConfigs{Name: "t"})); err != nil || len(c.(*AlterTopicConfigs).Configs) != 0 {
+		t.Fatalf("empty configs: %+v, %v", c, err)
+	}
+}
+
+func TestAlterTopicConfigsReplacesAllAndSurvivesSnapshot(t *testing.T) {
+	f := openFSM(t, t.TempDir())
+	idx := uint64(0)
+	apply := func(c Command) any {
+		idx++
+		return f.Apply(idx, Encode(c))
+	}
+	apply(&InitCluster{ClusterID: "c"})
+	apply(&CreateTopic{Name: "t", Partitions: 2, Configs: []Config{{"retention.ms", "1000"}, {"max.message.bytes", "2000"}}})
+	if r := apply(&AlterTopicConfigs{Name: "missing", Configs: []Config{{"retention.ms", "1"}}}); r.(*CodeResult).Code != ErrUnknownTopicOrPartition {
+		t.Fatalf("unknown topic: %+v", r)
+	}
+	if r := apply(&AlterTopicConfigs{Name: "t", Configs: []Config{{"segment.bytes", "200"}, {"retention.bytes", "4096"}}}); r.(*CodeResult).Code != 0 {
+		t.Fatalf("alter: %+v", r)
+	}
+	want := map[string]string{"segment.bytes": "200", "retention.bytes": "4096"}
+	if got := f.Topic("t").Configs; !reflect.DeepEqual(got, want) {
+		t.Fatalf("configs after replace = %v, want %v (keys not given are removed)", got, want)
+	}
+	// segment.bytes applies to the live logs at once: each 141-byte batch
+	// now needs its own segment (with the default 4096 all four share one).
+	for i := 0; i < 4; i++ {
+		idx++
+		f.Apply(idx, EncodeAppend(&Append{NowMs: 1, Batches: []Batch{{Topic: "t", Partition: 1, Data: fakeBatch(1, 1, make([]byte, 80)), ProducerID: -1}}}))
+	}
+	if n := len(f.Partition("t", 1).Log.Segments()); n != 4 {
+		t.Fatalf("%d segments after 4 batches of 141 bytes with segment.bytes=200, want 4", n)
+	}
+
+	snap := snapshotBytes(t, f)
+	g := openFSM(t, t.TempDir())
+	if err := g.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Topic("t").Configs; !reflect.DeepEqual(got, want) {
+		t.Fatalf("configs after restore = %v, want %v", got, want)
+	}
+	if !bytes.Equal(snapshotBytes(t, g), snap) {
+		t.Fatal("restored state differs from the snapshot")
+	}
+
+	// The checkpoint written with a snapshot carries them too.
+	dir := t.TempDir()
+	h, err := Open(Options{Dir: dir, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h = openFSM(t, dir)
+	if got := h.Topic("t").Configs; !reflect.DeepEqual(got, want) {
+		t.Fatalf("configs after reopening the checkpoint = %v, want %v", got, want)
+	}
+
+	// Replacing with nothing removes every dynamic config.
+	if r := apply(&AlterTopicConfigs{Name: "t"}); r.(*CodeResult).Code != 0 || len(f.Topic("t").Configs) != 0 {
+		t.Fatalf("empty replace: %+v, configs %v", r, f.Topic("t").Configs)
+	}
 }

@@ -24,6 +24,8 @@ type Backend interface {
 	CreateTopic(ctx context.Context, spec TopicSpec) error
 	DeleteTopic(ctx context.Context, name string) error
 	CreatePartitions(ctx context.Context, name string, count int32) error
+	// AlterTopicConfigs replaces a topic's dynamic configs with configs (the handler has validated keys and values).
+	AlterTopicConfigs(ctx context.Context, name string, configs map[string]string) error
 
 	// Produce starts writing batches (each already validated) and returns a
 	// wait function giving one result per batch. Calls from one connection
@@ -35,7 +37,7 @@ type Backend interface {
 	// Watch returns a channel closed when the partition next changes.
 	Watch(topic string, partition int32) (<-chan struct{}, error)
 	// Offsets returns the log start offset and the high watermark.
-	Offsets(topic string, partition int32) (start, end int64, err error)
+	Offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error)
 	// OffsetForTime returns the first offset whose record timestamp is at
 	// least ts, with that timestamp; (-1, -1) when there is none.
 	OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, timestamp int64, err error)

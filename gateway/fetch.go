@@ -36,7 +36,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Respons
 	deadline := time.Now().Add(wait)
 	for {
 		var watches []<-chan struct{}
-		resp, size := s.fetchOnce(req, &watches)
+		resp, size := s.fetchOnce(ctx, req, &watches)
 		if size >= int(req.MinBytes) || size > 0 && req.MinBytes <= 0 || wait <= 0 || len(watches) == 0 {
 			return resp
 		}
@@ -79,7 +79,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 
 // fetchOnce reads every requested partition once. It collects a wake-up
 // channel for each partition that answered without error.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, watches *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -120,7 +120,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, watches *[]<-chan struct{}) (
 				// Take the wake-up channel before reading so an append in
 				// between still wakes us.
 				ch, werr := s.backend.Watch(name, rp.Partition)
-				s.fetchPartition(name, rp, &sp, maxBytes, &total)
+				s.fetchPartition(ctx, name, rp, &sp, maxBytes, &total)
 				if sp.ErrorCode == 0 && werr == nil {
 					*watches = append(*watches, ch)
 				}
@@ -132,18 +132,18 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest, watches *[]<-chan struct{}) (
 	return resp, total
 }
 
-func (s *Server) fetchPartition(topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int, total *int) {
+func (s *Server) fetchPartition(ctx context.Context, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int, total *int) {
 	limit := min(int(rp.PartitionMaxBytes), maxBytes-*total)
 	if *total == 0 {
 		limit = max(limit, 1) // KIP-74: the first batch always comes back
 	}
 	if limit <= 0 {
-		start, end, err := s.backend.Offsets(topic, rp.Partition)
+		start, end, err := s.backend.Offsets(ctx, topic, rp.Partition)
 		sp.ErrorCode = ErrorCode(err)
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = end, end, start
 		return
 	}
-	res, err := s.backend.Read(context.Background(), topic, rp.Partition, rp.FetchOffset, limit)
+	res, err := s.backend.Read(ctx, topic, rp.Partition, rp.FetchOffset, limit)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
 	if err != nil {
 		sp.ErrorCode = ErrorCode(err)

@@ -23,7 +23,9 @@ func (s *Server) handlerTable() map[int16]handler {
 		22: {0, 5, s.handleInitProducerID},
 		23: {2, 4, s.handleOffsetForLeaderEpoch},
 		32: {1, 4, s.handleDescribeConfigs},
+		33: {0, 2, s.handleAlterConfigs},
 		37: {0, 3, s.handleCreatePartitions},
+		44: {0, 1, s.handleIncrementalAlterConfigs},
 		60: {0, 1, s.handleDescribeCluster},
 	}
 	if s.groups != nil {

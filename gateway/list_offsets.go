@@ -50,7 +50,7 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 func (s *Server) listOffset(ctx context.Context, topic string, p int32, ts int64) (offset, timestamp int64, code int16) {
 	switch ts {
 	case latestTimestamp, earliestTimestamp, earliestLocalTimestamp:
-		start, end, err := s.backend.Offsets(topic, p)
+		start, end, err := s.backend.Offsets(ctx, topic, p)
 		if err != nil {
 			return -1, -1, ErrorCode(err)
 		}

@@ -12,7 +12,7 @@ import (
 // to truncate.
 const leaderEpoch = 0
 
-func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Reply {
+func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	self := s.cluster.Self().ID
@@ -34,7 +34,7 @@ func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Reply
 			case rp.LeaderEpoch > leaderEpoch:
 				// An epoch we never had: undefined, as Kafka answers.
 			default:
-				_, end, err := s.backend.Offsets(rt.Topic, rp.Partition)
+				_, end, err := s.backend.Offsets(ctx, rt.Topic, rp.Partition)
 				sp.ErrorCode = ErrorCode(err)
 				sp.LeaderEpoch, sp.EndOffset = leaderEpoch, end
 			}

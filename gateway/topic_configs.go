@@ -1,18 +1,37 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// topicConfig is one topic config kgate knows: its Kafka default and type
-// (DescribeConfigs config types: 1 boolean, 2 string, 3 int, 5 long, 6 double, 7 list).
+// DescribeConfigs config types used in the table below.
+const (
+	configBoolean int8 = 1
+	configString  int8 = 2
+	configInt     int8 = 3
+	configLong    int8 = 5
+	configDouble  int8 = 6
+	configList    int8 = 7
+)
+
+// topicConfig is one topic config kgate knows: its Kafka default, type and
+// the values kgate accepts (CreateTopics, AlterConfigs, IncrementalAlterConfigs).
 type topicConfig struct {
 	def      string
 	typ      int8
 	validate func(string) error
 }
+
+// isList reports whether IncrementalAlterConfigs may APPEND to or SUBTRACT
+// from the config (Kafka allows that for LIST types only).
+func (tc topicConfig) isList() bool { return tc.typ == configList }
 
 func intRange(lo, hi int64) func(string) error {
 	return func(v string) error {
@@ -35,46 +54,98 @@ func oneOf(vals ...string) func(string) error {
 	}
 }
 
+func floatRange(lo, hi float64) func(string) error {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < lo || f > hi {
+			return fmt.Errorf("must be a number in [%g, %g]", lo, hi)
+		}
+		return nil
+	}
+}
+
+// listOf accepts a non-empty comma-separated list of allowed items.
+func listOf(why string, allowed ...string) func(string) error {
+	return func(v string) error {
+		items := splitList(v)
+		if len(items) == 0 {
+			return fmt.Errorf("must be a non-empty list of %v%s", allowed, why)
+		}
+		for _, it := range items {
+			if oneOf(allowed...)(it) != nil {
+				return fmt.Errorf("%q is not one of %v%s", it, allowed, why)
+			}
+		}
+		return nil
+	}
+}
+
+// splitList splits a LIST config value as Kafka does: on commas, items
+// trimmed, empty items dropped.
+func splitList(v string) []string {
+	var out []string
+	for _, it := range strings.Split(v, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 const maxInt64 = int64(^uint64(0) >> 1)
 
 // topicConfigs lists the topic configs kgate accepts. retention.ms,
 // retention.bytes and segment.bytes are enforced; the rest are stored and
 // reported so tools that set them keep working.
 var topicConfigs = map[string]topicConfig{
-	"cleanup.policy":                 {"delete", 7, oneOf("delete")},
-	"compression.type":               {"producer", 2, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
-	"delete.retention.ms":            {"86400000", 5, intRange(0, maxInt64)},
-	"file.delete.delay.ms":           {"60000", 5, intRange(0, maxInt64)},
-	"flush.messages":                 {"9223372036854775807", 5, intRange(1, maxInt64)},
-	"flush.ms":                       {"9223372036854775807", 5, intRange(0, maxInt64)},
-	"index.interval.bytes":           {"4096", 3, intRange(0, 1<<31-1)},
-	"max.compaction.lag.ms":          {"9223372036854775807", 5, intRange(1, maxInt64)},
-	"max.message.bytes":              {"1048588", 3, intRange(0, 1<<31-1)},
-	"message.timestamp.type":         {"CreateTime", 2, oneOf("CreateTime")},
-	"min.cleanable.dirty.ratio":      {"0.5", 6, nil},
-	"min.compaction.lag.ms":          {"0", 5, intRange(0, maxInt64)},
-	"min.insync.replicas":            {"1", 3, intRange(1, 1<<31-1)},
-	"preallocate":                    {"false", 1, oneOf("true", "false")},
-	"retention.bytes":                {"-1", 5, intRange(-1, maxInt64)},
-	"retention.ms":                   {"604800000", 5, intRange(-1, maxInt64)},
-	"segment.bytes":                  {"67108864", 3, intRange(14, 1<<31-1)},
-	"segment.index.bytes":            {"10485760", 3, intRange(4, 1<<31-1)},
-	"segment.jitter.ms":              {"0", 5, intRange(0, maxInt64)},
-	"segment.ms":                     {"604800000", 5, intRange(1, maxInt64)},
-	"unclean.leader.election.enable": {"false", 1, oneOf("true", "false")},
+	"cleanup.policy":                 {"delete", configList, listOf(" (kgate does not compact)", "delete")},
+	"compression.type":               {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
+	"delete.retention.ms":            {"86400000", configLong, intRange(0, maxInt64)},
+	"file.delete.delay.ms":           {"60000", configLong, intRange(0, maxInt64)},
+	"flush.messages":                 {"9223372036854775807", configLong, intRange(1, maxInt64)},
+	"flush.ms":                       {"9223372036854775807", configLong, intRange(0, maxInt64)},
+	"index.interval.bytes":           {"4096", configInt, intRange(0, 1<<31-1)},
+	"max.compaction.lag.ms":          {"9223372036854775807", configLong, intRange(1, maxInt64)},
+	"max.message.bytes":              {"1048588", configInt, intRange(0, 1<<31-1)},
+	"message.timestamp.type":         {"CreateTime", configString, oneOf("CreateTime")},
+	"min.cleanable.dirty.ratio":      {"0.5", configDouble, floatRange(0, 1)},
+	"min.compaction.lag.ms":          {"0", configLong, intRange(0, maxInt64)},
+	"min.insync.replicas":            {"1", configInt, intRange(1, 1<<31-1)},
+	"preallocate":                    {"false", configBoolean, oneOf("true", "false")},
+	"retention.bytes":                {"-1", configLong, intRange(-1, maxInt64)},
+	"retention.ms":                   {"604800000", configLong, intRange(-1, maxInt64)},
+	"segment.bytes":                  {"67108864", configInt, intRange(14, 1<<31-1)},
+	"segment.index.bytes":            {"10485760", configInt, intRange(4, 1<<31-1)},
+	"segment.jitter.ms":              {"0", configLong, intRange(0, maxInt64)},
+	"segment.ms":                     {"604800000", configLong, intRange(1, maxInt64)},
+	"unclean.leader.election.enable": {"false", configBoolean, oneOf("true", "false")},
 }
 
-// checkTopicConfigs validates configs given at create or alter time.
+// checkTopicConfigs validates configs given at create or alter time. The
+// error names the first bad key in sorted order.
 func checkTopicConfigs(cfg map[string]string) error {
-	for k, v := range cfg {
-		tc, ok := topicConfigs[k]
-		if !ok {
-			return fmt.Errorf("unknown topic config %q", k)
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := checkTopicConfig(k, cfg[k]); err != nil {
+			return err
 		}
-		if tc.validate != nil {
-			if err := tc.validate(v); err != nil {
-				return fmt.Errorf("invalid value %q for %s: %v", v, k, err)
-			}
+	}
+	return nil
+}
+
+// checkTopicConfig validates one key and value.
+func checkTopicConfig(key, value string) error {
+	tc, ok := topicConfigs[key]
+	if !ok {
+		return fmt.Errorf("unknown topic config %q", key)
+	}
+	if tc.validate != nil {
+		if err := tc.validate(value); err != nil {
+			return fmt.Errorf("invalid value %q for %s: %v", value, key, err)
 		}
 	}
 	return nil
@@ -87,4 +158,107 @@ func topicConfigNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// alterConfigsMu serializes topic config changes in this process.
+// IncrementalAlterConfigs reads a topic's configs and proposes the whole new
+// set, so two changes must not interleave; admin changes are proposed on the
+// Raft leader only, which makes this order them across the cluster.
+var alterConfigsMu sync.Mutex
+
+// alterAnswer is a per-resource answer to AlterConfigs or
+// IncrementalAlterConfigs; nil means success.
+type alterAnswer struct {
+	code int16
+	msg  string
+}
+
+func failAlter(code *kerr.Error, format string, args ...any) *alterAnswer {
+	return &alterAnswer{code: code.Code, msg: fmt.Sprintf(format, args...)}
+}
+
+// fill sets a response resource's error code and message.
+func (a *alterAnswer) fill(code *int16, msg **string) {
+	if a == nil || a.code == 0 {
+		return
+	}
+	*code = a.code
+	m := a.msg
+	*msg = &m
+}
+
+// resourceKey identifies a config resource, to find repeats in one request.
+type resourceKey struct {
+	typ  int8
+	name string
+}
+
+// repeatedResources returns the resources named more than once.
+func repeatedResources(keys []resourceKey) map[resourceKey]bool {
+	seen := make(map[resourceKey]int, len(keys))
+	for _, k := range keys {
+		seen[k]++
+	}
+	rep := map[resourceKey]bool{}
+	for k, n := range seen {
+		if n > 1 {
+			rep[k] = true
+		}
+	}
+	return rep
+}
+
+// checkAlterResource answers what every config change shares: repeats,
+// resource types kgate does not alter and the topic's existence. It returns
+// the topic when a TOPIC resource passed, otherwise the answer to give.
+// configNames are the names the resource alters.
+func (s *Server) checkAlterResource(typ int8, name string, repeated bool, configNames []string) (TopicInfo, *alterAnswer) {
+	if repeated {
+		return TopicInfo{}, failAlter(kerr.InvalidRequest, "resource %q (type %d) appears more than once in the request", name, typ)
+	}
+	seen := make(map[string]bool, len(configNames))
+	for _, n := range configNames {
+		if seen[n] {
+			return TopicInfo{}, failAlter(kerr.InvalidRequest, "config %q appears more than once for resource %q", n, name)
+		}
+		seen[n] = true
+	}
+	switch typ {
+	case resourceTopic:
+		if name == "" {
+			return TopicInfo{}, failAlter(kerr.InvalidRequest, "default topic resources are not allowed")
+		}
+		info, ok := s.backend.Topic(name)
+		if !ok {
+			return TopicInfo{}, failAlter(kerr.UnknownTopicOrPartition, "unknown topic %q", name)
+		}
+		return info, nil
+	case resourceBroker:
+		if id, err := strconv.Atoi(name); name != "" && (err != nil || int32(id) != s.cluster.Self().ID) {
+			return TopicInfo{}, failAlter(kerr.InvalidRequest, "broker %q is not this node (%d)", name, s.cluster.Self().ID)
+		}
+		if len(configNames) == 0 {
+			return TopicInfo{}, &alterAnswer{} // nothing to change: success
+		}
+		// As Kafka answers for configs that are not dynamically updatable.
+		return TopicInfo{}, failAlter(kerr.InvalidRequest,
+			"kgate broker configs are static (set by command-line flags) and cannot be updated dynamically: %s", strings.Join(configNames, ", "))
+	default:
+		return TopicInfo{}, failAlter(kerr.InvalidRequest, "kgate alters topic configs only (resource type %d)", typ)
+	}
+}
+
+// alterTopicConfigs validates the new full set of a topic's dynamic configs
+// and, unless validateOnly, has the backend store it.
+func (s *Server) alterTopicConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) *alterAnswer {
+	if err := checkTopicConfigs(configs); err != nil {
+		return failAlter(kerr.InvalidConfig, "%v", err)
+	}
+	if validateOnly {
+		return nil
+	}
+	if err := s.backend.AlterTopicConfigs(ctx, name, configs); err != nil {
+		return &alterAnswer{code: ErrorCode(err), msg: err.Error()}
+	}
+	return nil
 }

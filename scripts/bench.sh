@@ -35,6 +35,8 @@
 #                         extra flags for those kgate-bench subcommands
 #   BENCH_CLUSTER_PORT_BASE  the cluster's ports (see scripts/bench-node.sh; default 29100)
 #   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
+#   BENCH_IGGY_DIALECT    current or legacy (default current)
+#   BENCH_IGGY_RECORDS    records per run of the iggy section (default 200000)
 #   KEEP_WORK=1           keep the work directory (logs, results) on success
 
 # Functions are called from traps and as "run_$target".
@@ -85,6 +87,7 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/kgate-bench.XXXXXX")"
 readonly WORK
 readonly CLUSTER_DIR="$WORK/cluster"
 KGATE_PID=""
+IGGY_PID=""
 KAFKA_STARTED=""
 CLUSTER_STARTED=""
 FAILED=0
@@ -117,11 +120,19 @@ stop_cluster() {
 	"$SCRIPT_DIR/bench-node.sh" stop "$CLUSTER_DIR" || true
 }
 
+stop_iggy() {
+	[[ -n "$IGGY_PID" ]] || return 0
+	kill -TERM "$IGGY_PID" 2>/dev/null || true
+	wait "$IGGY_PID" 2>/dev/null || true
+	IGGY_PID=""
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	stop_kgate
 	stop_cluster
+	stop_iggy
 	stop_kafka
 	rm -rf "$WORK/kgate-data" "$WORK/kafka/data" "$CLUSTER_DIR"/node*/data
 	if ((rc != 0 || FAILED)) || [[ -n "${KEEP_WORK:-}" ]]; then
@@ -292,7 +303,60 @@ section_cluster() {
 	stop_cluster
 }
 
+# start_iggy: starts the Iggy test double on $IGGY_ADDR; sets IGGY_PID.
+readonly IGGY_ADDR="$HOST:29090"
+start_iggy() {
+	local deadline
+	port_open "${IGGY_ADDR##*:}" && die "port $IGGY_ADDR is already in use"
+	log "starting the Iggy test double (${BENCH_IGGY_DIALECT:-current}) on $IGGY_ADDR"
+	bin/iggy-double -addr "$IGGY_ADDR" -dialect "${BENCH_IGGY_DIALECT:-current}" >>"$WORK/iggy.log" 2>&1 </dev/null &
+	IGGY_PID=$!
+	deadline=$((SECONDS + 10))
+	until port_open "${IGGY_ADDR##*:}"; do
+		((SECONDS < deadline)) || {
+			log "the Iggy double did not start"
+			return 1
+		}
+		sleep 0.1
+	done
+}
+
+section_iggy() {
+	local records="${BENCH_IGGY_RECORDS:-200000}" kafka
+	if ! start_iggy; then
+		RESULTS+=("iggy-1node|kgate --backend iggy, one node" "iggy-3node|kgate --backend iggy, three nodes")
+		FAILED=1
+		return
+	fi
+	# kgate reads every flag from KGATE_* variables too.
+	export KGATE_BACKEND=iggy KGATE_IGGY_ADDR="$IGGY_ADDR"
+	RESULTS+=("iggy-1node|kgate --backend iggy, one node")
+	if start_kgate; then
+		log "benchmarking kgate --backend iggy at $HOST:$KGATE_KAFKA_PORT"
+		if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-iggy -partitions 1,8 \
+			-acks all -record-bytes 1024 -records "$records" >"$WORK/iggy-1node.out"; then
+			log "iggy one node: benchmark failed"
+			FAILED=1
+		fi
+		stop_kgate
+	else
+		FAILED=1
+	fi
+	if start_cluster; then
+		kafka="$("$SCRIPT_DIR/bench-node.sh" addrs kafka)"
+		bench iggy-3node "kgate --backend iggy, three nodes" -brokers "$kafka" -label kgate-iggy-3node \
+			-partitions 8 -acks all -record-bytes 1024 -records "$records"
+	else
+		RESULTS+=("iggy-3node|kgate --backend iggy, three nodes")
+		FAILED=1
+	fi
+	stop_cluster
+	unset KGATE_BACKEND KGATE_IGGY_ADDR
+	stop_iggy
+}
+
 need_kgate=""
+need_iggy=""
 for s in "${SECTIONS[@]}"; do
 	case "$s" in
 	produce)
@@ -305,13 +369,18 @@ for s in "${SECTIONS[@]}"; do
 		done
 		;;
 	groups | cluster) need_kgate=1 ;;
-	*) die "unknown section $s (want produce, groups or cluster)" ;;
+	iggy) need_kgate=1 need_iggy=1 ;;
+	*) die "unknown section $s (want produce, groups, cluster or iggy)" ;;
 	esac
 done
 mkdir -p bin
 if [[ -n "$need_kgate" ]]; then
 	log "building bin/kgate"
 	go build -o bin/kgate ./cmd/kgate
+fi
+if [[ -n "$need_iggy" ]]; then
+	log "building bin/iggy-double"
+	go build -o bin/iggy-double ./test/iggydouble
 fi
 log "building bin/kgate-bench"
 go build -o bin/kgate-bench ./cmd/kgate-bench

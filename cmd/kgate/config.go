@@ -49,6 +49,20 @@ type config struct {
 	MaxGroupMembers   int
 	MaxMembers        int
 	MaxMemberMetadata int
+
+	IggyAddr          string
+	IggyUser          string
+	IggyPassword      string
+	IggyToken         string
+	IggyStream        string
+	IggyProtocol      string
+	IggyConnections   int
+	IggyTLS           bool
+	IggyTLSCA         string
+	IggyTLSServerName string
+	IggyTopicMap      string
+	IggyPollInterval  time.Duration
+	IggyTimeout       time.Duration
 }
 
 func newFlagSet(c *config) *flag.FlagSet {
@@ -62,7 +76,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9095", "admin HTTP address")
 	fs.StringVar(&c.Join, "join", "", "comma list of gossip addresses of existing nodes")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "number of nodes that bootstrap a new cluster together")
-	fs.StringVar(&c.Backend, "backend", "embedded", "record store: embedded")
+	fs.StringVar(&c.Backend, "backend", "embedded", "record store: embedded (kgate's replicated log) or iggy (an Apache Iggy server)")
 	fs.BoolVar(&c.AutoCreateTopics, "auto-create-topics", true, "create topics that Metadata asks for")
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&c.MaxFrameBytes, "max-frame-bytes", 100<<20, "largest request accepted (Kafka's socket.request.max.bytes)")
@@ -88,6 +102,19 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.DeadNodeReapAfter, "dead-node-reap-after", 72*time.Hour, "a failed node stays a Raft voter this long before the leader removes it")
 	fs.DurationVar(&c.RejoinInterval, "rejoin-interval", 30*time.Second, "how often the --join seeds are contacted again")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.IggyAddr, "iggy-addr", "127.0.0.1:8090", "Iggy server TCP address (--backend iggy)")
+	fs.StringVar(&c.IggyUser, "iggy-user", "iggy", "Iggy user name")
+	fs.StringVar(&c.IggyPassword, "iggy-password", "iggy", "Iggy password")
+	fs.StringVar(&c.IggyToken, "iggy-token", "", "Iggy personal access token, used instead of user and password")
+	fs.StringVar(&c.IggyStream, "iggy-stream", "kafka", "Iggy stream holding the Kafka topics (created if missing)")
+	fs.StringVar(&c.IggyProtocol, "iggy-protocol", "auto", "Iggy wire dialect: auto (detect), current (server 0.9.x) or legacy (server 0.7.x-0.8.x)")
+	fs.IntVar(&c.IggyConnections, "iggy-connections", 8, "connections to Iggy per node, each carrying one request at a time")
+	fs.BoolVar(&c.IggyTLS, "iggy-tls", false, "connect to Iggy over TLS")
+	fs.StringVar(&c.IggyTLSCA, "iggy-tls-ca", "", "PEM file of CA certificates that sign the Iggy server's certificate (default: system roots)")
+	fs.StringVar(&c.IggyTLSServerName, "iggy-tls-server-name", "", "name expected in the Iggy server's certificate (default: host of --iggy-addr)")
+	fs.StringVar(&c.IggyTopicMap, "iggy-topic-map", "", "JSON file of per-topic overrides (stream, Iggy topic name, compression, expiry, size)")
+	fs.DurationVar(&c.IggyPollInterval, "iggy-poll-interval", 100*time.Millisecond, "how often partitions a fetch waits on are checked for writes made by other nodes or Iggy clients")
+	fs.DurationVar(&c.IggyTimeout, "iggy-timeout", 5*time.Second, "deadline of each Iggy request")
 	return fs
 }
 
@@ -146,8 +173,14 @@ func (c *config) validate() error {
 	if c.BootstrapExpect < 1 {
 		return fmt.Errorf("invalid value %d for --bootstrap-expect: must be at least 1", c.BootstrapExpect)
 	}
-	if c.Backend != "embedded" {
-		return fmt.Errorf("invalid value %q for --backend: must be embedded", c.Backend)
+	switch c.Backend {
+	case "embedded":
+	case "iggy":
+		if err := c.validateIggy(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("invalid value %q for --backend: must be embedded or iggy", c.Backend)
 	}
 	if c.DefaultPartitions < 1 || c.DefaultPartitions > 100000 {
 		return fmt.Errorf("invalid value %d for --default-partitions: must be 1..100000", c.DefaultPartitions)
@@ -223,6 +256,50 @@ func (c *config) validate() error {
 }
 
 // joinList splits --join.
+func (c *config) validateIggy() error {
+	if err := checkHostPort(c.IggyAddr); err != nil {
+		return fmt.Errorf("invalid value %q for --iggy-addr: %v", c.IggyAddr, err)
+	}
+	if c.IggyToken == "" {
+		if n := len(c.IggyUser); n < 3 || n > 50 {
+			return fmt.Errorf("invalid value %q for --iggy-user: must be 3..50 bytes", c.IggyUser)
+		}
+		if n := len(c.IggyPassword); n < 3 || n > 100 {
+			return fmt.Errorf("invalid value for --iggy-password: must be 3..100 bytes")
+		}
+	} else if len(c.IggyToken) > 255 {
+		return fmt.Errorf("invalid value for --iggy-token: at most 255 bytes")
+	}
+	if n := len(c.IggyStream); n < 1 || n > 255 {
+		return fmt.Errorf("invalid value %q for --iggy-stream: must be 1..255 bytes", c.IggyStream)
+	}
+	switch c.IggyProtocol {
+	case "auto", "current", "legacy":
+	default:
+		return fmt.Errorf("invalid value %q for --iggy-protocol: must be auto, current or legacy", c.IggyProtocol)
+	}
+	if c.IggyConnections < 1 || c.IggyConnections > 1024 {
+		return fmt.Errorf("invalid value %d for --iggy-connections: must be 1..1024", c.IggyConnections)
+	}
+	if c.IggyPollInterval < time.Millisecond || c.IggyPollInterval > time.Minute {
+		return fmt.Errorf("invalid value %v for --iggy-poll-interval: must be 1ms..1m", c.IggyPollInterval)
+	}
+	if c.IggyTimeout < 10*time.Millisecond || c.IggyTimeout > 10*time.Minute {
+		return fmt.Errorf("invalid value %v for --iggy-timeout: must be 10ms..10m", c.IggyTimeout)
+	}
+	if c.IggyTLSCA != "" {
+		if _, err := os.Stat(c.IggyTLSCA); err != nil {
+			return fmt.Errorf("invalid value %q for --iggy-tls-ca: %v", c.IggyTLSCA, err)
+		}
+	}
+	if c.IggyTopicMap != "" {
+		if _, err := os.Stat(c.IggyTopicMap); err != nil {
+			return fmt.Errorf("invalid value %q for --iggy-topic-map: %v", c.IggyTopicMap, err)
+		}
+	}
+	return nil
+}
+
 func (c *config) joinList() []string {
 	var out []string
 	for _, j := range strings.Split(c.Join, ",") {

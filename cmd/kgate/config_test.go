@@ -68,6 +68,14 @@ func TestConfigDefaults(t *testing.T) {
 		"RaftTrailingLogs":   uint64(1024),
 		"LogLevel":           "info",
 		"Fsync":              true,
+		"IggyAddr":           "127.0.0.1:8090",
+		"IggyUser":           "iggy",
+		"IggyPassword":       "iggy",
+		"IggyStream":         "kafka",
+		"IggyProtocol":       "auto",
+		"IggyConnections":    8,
+		"IggyPollInterval":   100 * time.Millisecond,
+		"IggyTimeout":        5 * time.Second,
 	}
 	v := reflect.ValueOf(*c)
 	for name, w := range want {
@@ -172,7 +180,18 @@ func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
 		{"bad env number", nil, []string{"KGATE_NODE_ID", "one"}, "--node-id"},
 		{"bad env duration", nil, []string{"KGATE_IDLE_TIMEOUT", "10"}, "--idle-timeout"},
 		{"bad env bool", nil, []string{"KGATE_AUTO_CREATE_TOPICS", "maybe"}, "--auto-create-topics"},
-		{"env value invalid after parsing", nil, []string{"KGATE_BACKEND", "iggy"}, "--backend"},
+		{"env value invalid after parsing", nil, []string{"KGATE_BACKEND", "kafka"}, "--backend"},
+		{"iggy addr", []string{"--backend", "iggy", "--iggy-addr", "iggy"}, nil, "--iggy-addr"},
+		{"iggy user", []string{"--backend", "iggy", "--iggy-user", "ab"}, nil, "--iggy-user"},
+		{"iggy password", []string{"--backend", "iggy", "--iggy-password", ""}, nil, "--iggy-password"},
+		{"iggy stream", []string{"--backend", "iggy", "--iggy-stream", ""}, nil, "--iggy-stream"},
+		{"iggy protocol", []string{"--backend", "iggy", "--iggy-protocol", "0.9"}, nil, "--iggy-protocol"},
+		{"iggy connections", []string{"--backend", "iggy", "--iggy-connections", "0"}, nil, "--iggy-connections"},
+		{"iggy poll interval", []string{"--backend", "iggy", "--iggy-poll-interval", "0s"}, nil, "--iggy-poll-interval"},
+		{"iggy timeout", []string{"--backend", "iggy", "--iggy-timeout", "1ms"}, nil, "--iggy-timeout"},
+		{"iggy tls ca missing", []string{"--backend", "iggy", "--iggy-tls-ca", "/no/such/ca.pem"}, nil, "--iggy-tls-ca"},
+		{"iggy topic map missing", []string{"--backend", "iggy", "--iggy-topic-map", "/no/such/map.json"}, nil, "--iggy-topic-map"},
+		{"iggy from env", nil, []string{"KGATE_BACKEND", "iggy", "KGATE_IGGY_PROTOCOL", "new"}, "--iggy-protocol"},
 		{"env names its variable", nil, []string{"KGATE_MAX_FRAME_BYTES", "lots"}, "KGATE_MAX_FRAME_BYTES"},
 	}
 	for _, tc := range cases {

@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +21,8 @@ import (
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/admin"
 	"github.com/kgate/kgate/gateway/embedded"
+	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/gateway/iggybackend"
 )
 
 func main() {
@@ -75,7 +79,16 @@ func serve(ctx context.Context, cfg *config) error {
 	}
 	defer node.Shutdown()
 
-	backend := embedded.New(node, state, log)
+	local := embedded.New(node, state, log)
+	var backend gateway.Backend = local
+	if cfg.Backend == "iggy" {
+		ib, err := startIggy(ctx, cfg, node, local, log)
+		if err != nil {
+			return err
+		}
+		defer ib.Close()
+		backend = ib
+	}
 	groups := coordinator.New(coordinator.Config{
 		InitialRebalanceDelay: cfg.GroupInitialDelay,
 		MinSessionTimeout:     cfg.GroupMinSession,
@@ -124,7 +137,9 @@ func serve(ctx context.Context, cfg *config) error {
 	}()
 	go func() {
 		defer bg.Done()
-		backend.RunRetention(retentionCtx, cfg.RetentionCheck)
+		if cfg.Backend == "embedded" { // Iggy applies its own message expiry
+			local.RunRetention(retentionCtx, cfg.RetentionCheck)
+		}
 	}()
 	go func() {
 		defer bg.Done()
@@ -162,4 +177,63 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 		}
 	}
 	return nil
+}
+
+// startIggy connects the Iggy backend. Wrong credentials stop start-up;
+// an unreachable server does not (requests get retriable errors until it
+// answers).
+func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, log *slog.Logger) (*iggybackend.Backend, error) {
+	opts := iggy.Options{
+		Addr: cfg.IggyAddr, Username: cfg.IggyUser, Password: cfg.IggyPassword, Token: cfg.IggyToken,
+		RequestTimeout: cfg.IggyTimeout, DialTimeout: cfg.IggyTimeout,
+	}
+	switch cfg.IggyProtocol {
+	case "current":
+		opts.Dialect = iggy.Current
+	case "legacy":
+		opts.Dialect = iggy.Legacy
+	}
+	if cfg.IggyTLS || cfg.IggyTLSCA != "" {
+		opts.TLS = &tls.Config{ServerName: cfg.IggyTLSServerName, MinVersion: tls.VersionTLS12}
+		if cfg.IggyTLSCA != "" {
+			pem, err := os.ReadFile(cfg.IggyTLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("--iggy-tls-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--iggy-tls-ca: no PEM certificates in %s", cfg.IggyTLSCA)
+			}
+			opts.TLS.RootCAs = pool
+		}
+	}
+	var topics iggybackend.TopicMap
+	if cfg.IggyTopicMap != "" {
+		m, err := iggybackend.LoadTopicMap(cfg.IggyTopicMap)
+		if err != nil {
+			return nil, fmt.Errorf("--iggy-topic-map: %w", err)
+		}
+		topics = m
+	}
+	b, err := iggybackend.New(iggybackend.Config{
+		Client:          iggy.NewClient(opts, cfg.IggyConnections),
+		Stream:          cfg.IggyStream,
+		Topics:          topics,
+		Nodes:           node,
+		InitProducerID:  local.InitProducerID,
+		PollInterval:    cfg.IggyPollInterval,
+		RequestTimeout:  cfg.IggyTimeout,
+		MaxUncompressed: cfg.MaxFrameBytes,
+		Log:             log.With("backend", "iggy"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, cfg.IggyTimeout+5*time.Second)
+	defer cancel()
+	if err := b.Start(sctx); err != nil {
+		return nil, fmt.Errorf("iggy at %s: %w", cfg.IggyAddr, err)
+	}
+	log.Info("iggy backend", "addr", cfg.IggyAddr, "stream", cfg.IggyStream, "dialect", b.Dialect())
+	return b, nil
 }

@@ -108,6 +108,17 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 	return l, nil
 }
 
+// SetSegmentBytes changes the size at which the active segment rolls, from
+// the next append on (a topic's segment.bytes altered).
+func (l *Log) SetSegmentBytes(n int64) {
+	if n <= 0 {
+		n = 64 << 20
+	}
+	l.mu.Lock()
+	l.segmentBytes = n
+	l.mu.Unlock()
+}
+
 func segmentName(base int64) string { return fmt.Sprintf("%020d%s", base, segmentSuffix) }
 
 // openSegment scans the batches of a segment file, rebuilding its index, and

@@ -25,11 +25,14 @@ type Backend struct {
 	fsm  *fsm.FSM
 	log  *slog.Logger
 	now  func() time.Time
+	// retentionKick wakes RunRetention early: a config change takes effect
+	// at once instead of at the next tick.
+	retentionKick chan struct{}
 }
 
 // New makes the backend.
 func New(node *cluster.Node, f *fsm.FSM, log *slog.Logger) *Backend {
-	return &Backend{node: node, fsm: f, log: log, now: time.Now}
+	return &Backend{node: node, fsm: f, log: log, now: time.Now, retentionKick: make(chan struct{}, 1)}
 }
 
 var _ gateway.Backend = (*Backend)(nil)
@@ -117,6 +120,23 @@ func (b *Backend) CreatePartitions(ctx context.Context, name string, count int32
 	return err
 }
 
+// AlterTopicConfigs replaces a topic's dynamic configs. Retention runs again
+// right after, so a lowered retention.ms or retention.bytes applies at once.
+func (b *Backend) AlterTopicConfigs(ctx context.Context, name string, configs map[string]string) error {
+	cmd := &fsm.AlterTopicConfigs{Name: name, Configs: make([]fsm.Config, 0, len(configs))}
+	for k, v := range configs {
+		cmd.Configs = append(cmd.Configs, fsm.Config{Key: k, Value: v}) // Encode sorts them
+	}
+	if _, err := b.propose(ctx, cmd, kerr.NotController); err != nil {
+		return err
+	}
+	select {
+	case b.retentionKick <- struct{}{}:
+	default: // a pass is already due
+	}
+	return nil
+}
+
 // Produce proposes one Append for all batches of a request.
 func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) func() []gateway.ProduceResult {
 	fail := func(err error) func() []gateway.ProduceResult {
@@ -196,7 +216,7 @@ func (b *Backend) Watch(topic string, p int32) (<-chan struct{}, error) {
 }
 
 // Offsets returns the log start offset and high watermark.
-func (b *Backend) Offsets(topic string, p int32) (int64, int64, error) {
+func (b *Backend) Offsets(_ context.Context, topic string, p int32) (int64, int64, error) {
 	part, err := b.partition(topic, p)
 	if err != nil {
 		return -1, -1, err

@@ -11,9 +11,10 @@ import (
 	"github.com/kgate/kgate/fsm/partlog"
 )
 
-// RunRetention enforces retention.ms and retention.bytes until ctx ends. Only
-// the leader decides, from segment facts and its own clock; the decision is a
-// TrimLog command, so every node deletes the same segments.
+// RunRetention enforces retention.ms and retention.bytes until ctx ends, every
+// interval and right after a topic's configs change. Only the leader decides,
+// from segment facts, the topic configs as now applied and its own clock; the
+// decision is a TrimLog command, so every node deletes the same segments.
 func (b *Backend) RunRetention(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -22,6 +23,7 @@ func (b *Backend) RunRetention(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-b.retentionKick:
 		}
 		if !b.node.IsLeader() {
 			continue

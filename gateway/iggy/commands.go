@@ -289,19 +289,7 @@ func CreateTopic(d Dialect, stream Identifier, c TopicConfig) (Request, error) {
 	switch d {
 	case Current:
 		w.str8(c.Name)
-		if c.Compression != 0 {
-			option(w, "compression_algorithm", KindUint8, []byte{uint8(c.Compression)})
-		}
-		if c.MessageExpiry != 0 {
-			v := &writer{}
-			v.u64(c.MessageExpiry)
-			option(w, "message_expiry", KindUint64, v.b)
-		}
-		if c.MaxTopicSize != 0 {
-			v := &writer{}
-			v.u64(c.MaxTopicSize)
-			option(w, "max_topic_size", KindUint64, v.b)
-		}
+		topicOptions(w, c)
 		return Request{Code: CodeCreateTopic, Operation: OpCreateTopic, Body: w.b}, nil
 	case Legacy:
 		comp := c.Compression
@@ -316,6 +304,24 @@ func CreateTopic(d Dialect, stream Identifier, c TopicConfig) (Request, error) {
 		return Request{Code: CodeCreateTopic, Body: w.b}, nil
 	}
 	return Request{}, d.valid()
+}
+
+// topicOptions writes the Current options of c's non-zero settings, in the
+// order compression_algorithm, message_expiry, max_topic_size.
+func topicOptions(w *writer, c TopicConfig) {
+	if c.Compression != 0 {
+		option(w, "compression_algorithm", KindUint8, []byte{uint8(c.Compression)})
+	}
+	if c.MessageExpiry != 0 {
+		v := &writer{}
+		v.u64(c.MessageExpiry)
+		option(w, "message_expiry", KindUint64, v.b)
+	}
+	if c.MaxTopicSize != 0 {
+		v := &writer{}
+		v.u64(c.MaxTopicSize)
+		option(w, "max_topic_size", KindUint64, v.b)
+	}
 }
 
 // Topic is a TopicHeader (§5.1 / §13.5). u64::MAX in MessageExpiry /
@@ -603,4 +609,97 @@ func DecodeGetConsumerOffsetReply(d Dialect, body []byte) (co ConsumerOffset, fo
 		return ConsumerOffset{}, false, err
 	}
 	return co, true, nil
+}
+
+// ---- GetStream, DeleteStream, DeleteTopic, UpdateTopic ----
+
+// GetStream encodes code 200.
+func GetStream(stream Identifier) (Request, error) {
+	w := &writer{}
+	if err := stream.encode(w); err != nil {
+		return Request{}, err
+	}
+	return nonReplicated(CodeGetStream, w.b), nil
+}
+
+// DecodeGetStreamReply decodes Stream + TopicHeader × topics_count; found
+// is false for the empty "not found" body.
+func DecodeGetStreamReply(d Dialect, body []byte) (s Stream, topics []Topic, found bool, err error) {
+	if err := d.valid(); err != nil {
+		return Stream{}, nil, false, err
+	}
+	if len(body) == 0 {
+		return Stream{}, nil, false, nil
+	}
+	r := reader{b: body}
+	s = decodeStream(d, &r)
+	for r.err == nil && r.remaining() > 0 {
+		t := decodeTopic(d, &r)
+		if r.err == nil {
+			topics = append(topics, t)
+		}
+	}
+	if r.err != nil {
+		return Stream{}, nil, false, r.err
+	}
+	return s, topics, true, nil
+}
+
+// DeleteStream encodes code 203 (Current operation 130).
+func DeleteStream(stream Identifier) (Request, error) {
+	w := &writer{}
+	if err := stream.encode(w); err != nil {
+		return Request{}, err
+	}
+	return Request{Code: CodeDeleteStream, Operation: OpDeleteStream, Body: w.b}, nil
+}
+
+// DeleteTopic encodes code 303 (Current operation 134).
+func DeleteTopic(stream, topic Identifier) (Request, error) {
+	w := &writer{}
+	if err := stream.encode(w); err != nil {
+		return Request{}, err
+	}
+	if err := topic.encode(w); err != nil {
+		return Request{}, err
+	}
+	return Request{Code: CodeDeleteTopic, Operation: OpDeleteTopic, Body: w.b}, nil
+}
+
+// UpdateTopic encodes code 304 (Current operation 133). Current sends the
+// name and, as options, only the non-zero settings of c (absent keys stay
+// unchanged). Legacy replaces every field, so c must carry all the values
+// to keep (§13.6). c.PartitionsCount is not used.
+func UpdateTopic(d Dialect, stream, topic Identifier, c TopicConfig) (Request, error) {
+	if err := checkName("topic name", c.Name); err != nil {
+		return Request{}, err
+	}
+	if c.Compression > CompressionGzip {
+		return Request{}, fmt.Errorf("%w: compression %d", ErrInvalidArgument, c.Compression)
+	}
+	w := &writer{}
+	if err := stream.encode(w); err != nil {
+		return Request{}, err
+	}
+	if err := topic.encode(w); err != nil {
+		return Request{}, err
+	}
+	switch d {
+	case Current:
+		w.str8(c.Name)
+		topicOptions(w, c)
+		return Request{Code: CodeUpdateTopic, Operation: OpUpdateTopic, Body: w.b}, nil
+	case Legacy:
+		comp := c.Compression
+		if comp == 0 {
+			comp = CompressionNone
+		}
+		w.u8(uint8(comp))
+		w.u64(c.MessageExpiry)
+		w.u64(c.MaxTopicSize)
+		w.u8(c.ReplicationFactor)
+		w.str8(c.Name)
+		return Request{Code: CodeUpdateTopic, Body: w.b}, nil
+	}
+	return Request{}, d.valid()
 }

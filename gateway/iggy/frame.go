@@ -61,7 +61,10 @@ const (
 	OpNonReplicated        uint8 = 2
 	OpLogout               uint8 = 3
 	OpCreateStream         uint8 = 128
+	OpDeleteStream         uint8 = 130
 	OpCreateTopic          uint8 = 132
+	OpUpdateTopic          uint8 = 133
+	OpDeleteTopic          uint8 = 134
 	OpCreatePartitions     uint8 = 136
 	OpSendMessages         uint8 = 160
 	OpStoreConsumerOffset  uint8 = 161
@@ -85,9 +88,12 @@ const (
 	CodeGetStream            uint32 = 200
 	CodeGetStreams           uint32 = 201
 	CodeCreateStream         uint32 = 202
+	CodeDeleteStream         uint32 = 203
 	CodeGetTopic             uint32 = 300
 	CodeGetTopics            uint32 = 301
 	CodeCreateTopic          uint32 = 302
+	CodeDeleteTopic          uint32 = 303
+	CodeUpdateTopic          uint32 = 304
 	CodeCreatePartitions     uint32 = 402
 )
 

@@ -96,6 +96,10 @@ type kgateServer struct {
 	addrs   map[string]string // flag name -> host:port
 	// external is set when the scenarios run against envExternal.
 	external bool
+	// iggy is set in the Iggy tier (envBackend=iggy): a three-node cluster
+	// on --backend iggy stands in for the single node; see
+	// iggy_harness_test.go.
+	iggy *iggyCluster
 
 	cmd      *exec.Cmd
 	stopping bool          // the harness signalled cmd
@@ -111,6 +115,9 @@ func startKgate(t *testing.T) *kgateServer {
 	if ext := os.Getenv(envExternal); ext != "" {
 		t.Logf("using external broker %s (%s is set): restarts are skipped", ext, envExternal)
 		return &kgateServer{t: t, external: true, addrs: map[string]string{"kafka-addr": ext}}
+	}
+	if iggyMode() {
+		return startIggyCluster(t)
 	}
 	dir := t.TempDir()
 	s := &kgateServer{
@@ -141,6 +148,9 @@ func startKgate(t *testing.T) *kgateServer {
 func (s *kgateServer) bootstrap() string { return s.addrs["kafka-addr"] }
 
 func (s *kgateServer) running() bool {
+	if s.iggy != nil {
+		return s.iggy.c.node(1).running()
+	}
 	if s.cmd == nil {
 		return false
 	}
@@ -155,6 +165,12 @@ func (s *kgateServer) running() bool {
 func (s *kgateServer) start() {
 	s.t.Helper()
 	if s.external {
+		return
+	}
+	if s.iggy != nil {
+		n := s.iggy.c.node(1)
+		n.start()
+		s.iggy.waitReady(n)
 		return
 	}
 	if s.running() {
@@ -244,6 +260,12 @@ func (s *kgateServer) metadataOnce(ctx context.Context) error {
 // stop sends SIGTERM and expects a clean exit (status 0) within stopTimeout.
 func (s *kgateServer) stop() {
 	s.t.Helper()
+	if s.iggy != nil {
+		for _, n := range s.iggy.c.nodes {
+			n.stop()
+		}
+		return
+	}
 	if s.external || !s.running() {
 		return
 	}
@@ -264,6 +286,10 @@ func (s *kgateServer) stop() {
 
 // kill9 sends SIGKILL and waits for the process to go.
 func (s *kgateServer) kill9() {
+	if s.iggy != nil {
+		s.iggy.c.node(1).kill9()
+		return
+	}
 	if s.external || !s.running() {
 		return
 	}
@@ -292,6 +318,11 @@ func (s *kgateServer) restart() {
 		return
 	}
 	begin := time.Now()
+	if s.iggy != nil {
+		s.iggy.rollingRestart()
+		s.t.Logf("restarted the three kgate nodes one by one (SIGTERM) in %v", time.Since(begin).Round(time.Millisecond))
+		return
+	}
 	s.stop()
 	s.start()
 	s.t.Logf("restarted kgate (SIGTERM) in %v", time.Since(begin).Round(time.Millisecond))

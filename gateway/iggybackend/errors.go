@@ -1,0 +1,69 @@
+package iggybackend
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/gateway/iggy"
+)
+
+var errUnknownPartition = kerr.UnknownTopicOrPartition
+
+// kafkaError maps an Iggy failure to the Kafka code a client should see.
+// Anything that may pass (the server down, slow or restarting) is a
+// retriable code, so producers and consumers keep trying.
+func kafkaError(err error) error {
+	var ke *kerr.Error
+	var ne net.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ke):
+		return ke
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return kerr.RequestTimedOut
+	case errors.Is(err, iggy.ErrStreamNotFound), errors.Is(err, iggy.ErrTopicNotFound),
+		errors.Is(err, iggy.ErrPartitionNotFound), errors.Is(err, iggy.ErrResourceNotFound),
+		errors.Is(err, iggy.ErrNoPartitions):
+		return kerr.UnknownTopicOrPartition
+	case errors.Is(err, iggy.ErrUnauthorized):
+		return kerr.TopicAuthorizationFailed
+	case errors.Is(err, iggy.ErrTopicFull):
+		return kerr.PolicyViolation
+	case errors.Is(err, iggy.ErrInvalidMessages):
+		return kerr.MessageTooLarge
+	case errors.Is(err, iggy.ErrInvalidChecksum):
+		return kerr.CorruptMessage
+	}
+	return kerr.KafkaStorageError
+}
+
+// errorLog rate-limits the log line for Iggy failures: while the server is
+// down every request fails, and one line per second is enough.
+type errorLog struct {
+	mu   sync.Mutex
+	last time.Time
+	n    int
+}
+
+func (b *Backend) noteError(op, topic string, part int32, err error) {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, iggy.ErrTopicNotFound) ||
+		errors.Is(err, iggy.ErrResourceNotFound) || errors.Is(err, iggy.ErrPartitionNotFound) {
+		b.kickRefresh()
+	}
+	b.errs.mu.Lock()
+	b.errs.n++
+	if time.Since(b.errs.last) < time.Second {
+		b.errs.mu.Unlock()
+		return
+	}
+	n := b.errs.n
+	b.errs.n, b.errs.last = 0, time.Now()
+	b.errs.mu.Unlock()
+	b.log.Warn("iggy request failed", "op", op, "topic", topic, "partition", part, "err", err, "failures", n)
+}

@@ -1,0 +1,113 @@
+package iggybackend
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kgate/kgate/gateway/iggy"
+)
+
+// partition is the node's view of one Iggy partition: its bounds as last
+// seen, the fetches waiting on it, and the queue of sends this node makes
+// to it (one at a time, in arrival order).
+type partition struct {
+	b      *Backend
+	topic  *topic // guarded by b.mu
+	index  int32
+	iggyID uint32
+
+	mu        sync.Mutex
+	start     int64 // first offset still stored
+	end       int64 // next offset
+	seenAt    time.Time
+	watch     chan struct{}
+	queue     []*sendItem
+	sending   bool
+	producers map[int64]*producer
+
+	watchedAt atomic.Int64 // unix nanos of the last Watch
+	avgSize   atomic.Int64 // average stored message size, for poll counts
+}
+
+func newPartition(b *Backend, t *topic, index int32, id uint32) *partition {
+	p := &partition{b: b, topic: t, index: index, iggyID: id, producers: map[int64]*producer{}}
+	p.avgSize.Store(1024)
+	return p
+}
+
+// bounds derives Kafka's log start and next offset from Iggy's partition
+// description: current_offset is the last offset, 0 also when empty (§8).
+func bounds(pi iggy.PartitionInfo) (start, end int64) {
+	if pi.MessagesCount == 0 {
+		if pi.CurrentOffset == 0 {
+			return 0, 0
+		}
+		return int64(pi.CurrentOffset) + 1, int64(pi.CurrentOffset) + 1
+	}
+	end = int64(pi.CurrentOffset) + 1
+	return max(end-int64(pi.MessagesCount), 0), end
+}
+
+// observe merges a fresh description; bounds only move forward, and a
+// change wakes the fetches waiting on the partition.
+func (p *partition) observe(pi iggy.PartitionInfo, at time.Time) {
+	start, end := bounds(pi)
+	if pi.MessagesCount > 0 && pi.SizeBytes > 0 {
+		p.avgSize.Store(max(int64(pi.SizeBytes/pi.MessagesCount), 16))
+	}
+	p.mu.Lock()
+	changed := end > p.end || start > p.start
+	p.start = max(p.start, start)
+	p.end = max(p.end, end)
+	p.seenAt = at
+	var ch chan struct{}
+	if changed {
+		ch, p.watch = p.watch, nil
+	}
+	p.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// advance records offsets this node just wrote.
+func (p *partition) advance(end int64) {
+	p.mu.Lock()
+	var ch chan struct{}
+	if end > p.end {
+		p.end = end
+		ch, p.watch = p.watch, nil
+	}
+	p.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// wake releases every waiting fetch (the topic changed shape or vanished).
+func (p *partition) wake() {
+	p.mu.Lock()
+	ch := p.watch
+	p.watch = nil
+	p.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+func (p *partition) bounds() (start, end int64, seenAt time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.start, p.end, p.seenAt
+}
+
+func (p *partition) watchChan() <-chan struct{} {
+	p.watchedAt.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watch == nil {
+		p.watch = make(chan struct{})
+	}
+	return p.watch
+}

@@ -1,0 +1,262 @@
+package iggybackend
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/gateway/records"
+)
+
+const (
+	// maxPollCount bounds the messages asked for in one poll.
+	maxPollCount = 10000
+	// watchWindow is how long after its last Watch a partition is still
+	// polled for writes from elsewhere: longer than the longest fetch wait.
+	watchWindow = 35 * time.Second
+	// boundsFresh is how old cached bounds may be for ListOffsets.
+	boundsFresh = 50 * time.Millisecond
+)
+
+// reader is the Iggy consumer kgate polls with. Offsets are never stored
+// in Iggy (they live in the FSM), so any id will do.
+var reader = iggy.Consumer{Kind: iggy.ConsumerSingle, ID: iggy.NumericID(0)}
+
+func (b *Backend) poll(ctx context.Context, t *topic, p *partition, kind iggy.PollingKind, value uint64, count int) (*iggy.PolledMessages, error) {
+	b.mu.RLock()
+	stream, topicID := t.streamID(), t.topicID()
+	b.mu.RUnlock()
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	return b.client.PollMessages(ctx, iggy.Poll{Consumer: reader, Stream: stream, Topic: topicID,
+		Partition: iggy.Partition(p.iggyID), Kind: kind, Value: value, Count: uint32(max(count, 1))})
+}
+
+// Read polls Iggy from offset and re-frames the messages as Kafka batches.
+func (b *Backend) Read(ctx context.Context, name string, part int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+	res := gateway.ReadResult{HighWatermark: -1, LogStartOffset: -1}
+	t, p, err := b.part(name, part)
+	if err != nil {
+		return res, err
+	}
+	start, end, _ := p.bounds()
+	if offset < start {
+		// The cached start may be stale in the other direction only after
+		// retention; re-read before refusing.
+		if err := b.refreshBounds(ctx, t); err == nil {
+			start, end, _ = p.bounds()
+		}
+	}
+	res.HighWatermark, res.LogStartOffset = end, start
+	if offset < start {
+		return res, kerr.OffsetOutOfRange
+	}
+	count := min(max(maxBytes/int(max(p.avgSize.Load(), 1))+1, 1), maxPollCount)
+	r, err := b.poll(ctx, t, p, iggy.PollOffset, uint64(max(offset, 0)), count)
+	if err != nil {
+		b.noteError("poll", name, part, err)
+		return res, kafkaError(err)
+	}
+	msgs := r.Messages
+	for len(msgs) > 0 && int64(msgs[0].Offset) < offset {
+		msgs = msgs[1:] // a stored batch may start before the offset asked for
+	}
+	switch {
+	case len(r.Messages) > 0:
+		last := int64(r.Messages[len(r.Messages)-1].Offset)
+		p.advance(max(int64(r.CurrentOffset), last) + 1)
+	case r.CurrentOffset > 0:
+		p.advance(int64(r.CurrentOffset) + 1)
+	}
+	start, end, _ = p.bounds()
+	res.HighWatermark, res.LogStartOffset = end, start
+	if len(msgs) == 0 {
+		if offset > end {
+			// Iggy reports 0 both for an empty partition and for one
+			// holding only offset 0: ask for the counts before refusing.
+			if err := b.refreshBounds(ctx, t); err == nil {
+				start, end, _ = p.bounds()
+				res.HighWatermark, res.LogStartOffset = end, start
+			}
+			if offset > end {
+				return res, kerr.OffsetOutOfRange
+			}
+		}
+		return res, nil
+	}
+	var out []byte
+	size := 0
+	for len(msgs) > 0 {
+		batch, n, err := BuildBatch(msgs, maxBytes-len(out))
+		if err != nil {
+			b.log.Error("cannot frame iggy messages as a kafka batch", "topic", name, "partition", part, "err", err)
+			return res, kerr.KafkaStorageError
+		}
+		if len(out) > 0 && len(out)+len(batch) > maxBytes {
+			break
+		}
+		out = append(out, batch...)
+		for _, m := range msgs[:n] {
+			size += len(m.Payload) + len(m.UserHeaders) + 64
+		}
+		msgs = msgs[n:]
+		if len(out) >= maxBytes {
+			break
+		}
+	}
+	if n := len(r.Messages); n > 0 {
+		p.avgSize.Store(max(int64(size/max(n, 1)), 16))
+	}
+	res.Records = out
+	return res, nil
+}
+
+// Watch returns a channel closed when the partition next grows, by a send
+// through this node at once or by the watch loop for other writers.
+func (b *Backend) Watch(name string, part int32) (<-chan struct{}, error) {
+	_, p, err := b.part(name, part)
+	if err != nil {
+		return nil, err
+	}
+	return p.watchChan(), nil
+}
+
+// watchLoop re-reads, every PollInterval, the bounds of topics that have
+// a partition some fetch waited on recently.
+func (b *Backend) watchLoop() {
+	defer b.wg.Done()
+	tick := time.NewTicker(b.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		since := time.Now().Add(-watchWindow).UnixNano()
+		b.mu.RLock()
+		var watched []*topic
+		for _, t := range b.topics {
+			for _, p := range t.parts {
+				if p.watchedAt.Load() > since {
+					watched = append(watched, t)
+					break
+				}
+			}
+		}
+		b.mu.RUnlock()
+		for _, t := range watched {
+			if err := b.refreshBounds(b.ctx, t); err != nil && b.ctx.Err() == nil {
+				b.log.Debug("iggy watch poll failed", "topic", t.name, "err", err)
+			}
+		}
+	}
+}
+
+// refreshBounds re-reads a topic's partitions.
+func (b *Backend) refreshBounds(ctx context.Context, t *topic) error {
+	b.mu.RLock()
+	stream, topicID := t.streamID(), t.topicID()
+	parts := t.parts
+	b.mu.RUnlock()
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	td, found, err := b.client.GetTopic(ctx, stream, topicID)
+	if err != nil {
+		return err
+	}
+	if !found || td.CreatedAt != t.info.CreatedAt || len(td.Partitions) != len(parts) {
+		return b.refresh(ctx) // deleted, re-created or re-partitioned
+	}
+	now := b.now()
+	for _, pi := range td.Partitions {
+		for _, p := range parts {
+			if p.iggyID == pi.ID {
+				p.observe(pi, now)
+			}
+		}
+	}
+	return nil
+}
+
+// Offsets returns the log start offset and the high watermark, re-read
+// from Iggy unless just seen.
+func (b *Backend) Offsets(ctx context.Context, name string, part int32) (int64, int64, error) {
+	t, p, err := b.part(name, part)
+	if err != nil {
+		return -1, -1, err
+	}
+	if _, _, seen := p.bounds(); time.Since(seen) > boundsFresh {
+		if err := b.refreshBounds(ctx, t); err != nil {
+			b.noteError("offsets", name, part, err)
+			return -1, -1, kafkaError(err)
+		}
+	}
+	start, end, _ := p.bounds()
+	return start, end, nil
+}
+
+// OffsetForTime finds the first record at or after ts. Iggy indexes its
+// own append time, so that finds the starting point; the records' Kafka
+// timestamps then decide, over a bounded scan.
+func (b *Backend) OffsetForTime(ctx context.Context, name string, part int32, ts int64) (int64, int64, error) {
+	t, p, err := b.part(name, part)
+	if err != nil {
+		return -1, -1, err
+	}
+	// Producers stamp records a little before Iggy appends them: start a
+	// minute early.
+	from := max(ts-60_000, 0) * 1000
+	r, err := b.poll(ctx, t, p, iggy.PollTimestamp, uint64(from), 1000)
+	if err != nil {
+		return -1, -1, kafkaError(err)
+	}
+	for _, m := range r.Messages {
+		if rec := decode(m); rec.Timestamp >= ts {
+			return int64(m.Offset), rec.Timestamp, nil
+		}
+	}
+	if len(r.Messages) == 0 {
+		return -1, -1, nil
+	}
+	// Past the scan: fall back to Iggy's own time index.
+	r, err = b.poll(ctx, t, p, iggy.PollTimestamp, uint64(max(ts, 0))*1000, 1)
+	if err != nil {
+		return -1, -1, kafkaError(err)
+	}
+	if len(r.Messages) == 0 {
+		return -1, -1, nil
+	}
+	return int64(r.Messages[0].Offset), decode(r.Messages[0]).Timestamp, nil
+}
+
+// MaxTimestampOffset answers ListOffsets -3 with the last record: Iggy
+// keeps no max-timestamp index, and records are stamped in append order
+// unless producers set their own times.
+func (b *Backend) MaxTimestampOffset(ctx context.Context, name string, part int32) (int64, int64, error) {
+	t, p, err := b.part(name, part)
+	if err != nil {
+		return -1, -1, err
+	}
+	r, err := b.poll(ctx, t, p, iggy.PollLast, 0, 1)
+	if err != nil {
+		return -1, -1, kafkaError(err)
+	}
+	if len(r.Messages) == 0 {
+		return -1, -1, nil
+	}
+	m := r.Messages[len(r.Messages)-1]
+	return int64(m.Offset), decode(m).Timestamp, nil
+}
+
+// decode is the record Kafka clients see for m: a message whose kgate
+// metadata does not parse is served as a native one, as BuildBatch does.
+func decode(m iggy.PolledMessage) records.Record {
+	if rec, err := DecodeMessage(m); err == nil {
+		return rec
+	}
+	return DecodeNative(m)
+}
