@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e fuzz fuzz-long bench lint deps clean
+.PHONY: build run test unit e2e e2e-iggy fuzz fuzz-long bench lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -17,9 +17,19 @@ run: build
 deps:
 	./scripts/install-test-deps.sh
 
+# The Iggy tier: the client scenarios and consumer-group tests again, on a
+# three-node cluster with --backend iggy against the Iggy test double.
+IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup
+
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...
+	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/
 	$(MAKE) fuzz
+
+# Only the Iggy tier (KGATE_E2E_IGGY_DIALECT=legacy for the legacy dialect,
+# IGGY_SERVER_BIN=/path/to/iggy-server for a real server).
+e2e-iggy: build
+	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/ -v
 
 # Each fuzz target for a few seconds (FUZZTIME); fuzz-long for a real run.
 fuzz:
@@ -27,6 +37,7 @@ fuzz:
 	$(GO) test -run=NONE -fuzz=FuzzValidate -fuzztime=$(FUZZTIME) ./gateway/records/
 	$(GO) test -run=NONE -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./fsm/
 	$(GO) test -run=NONE -fuzz=FuzzDecodeReply -fuzztime=$(FUZZTIME) ./gateway/iggy/
+	$(GO) test -run=NONE -fuzz=FuzzDecodeMessage -fuzztime=$(FUZZTIME) ./gateway/iggybackend/
 
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=5m

@@ -21,18 +21,20 @@ func (s *Server) handleAlterConfigs(ctx context.Context, r *Request) Reply {
 	}
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	return later(func() kmsg.Response {
-		keys := make([]resourceKey, len(req.Resources))
-		for i, res := range req.Resources {
-			keys[i] = resourceKey{int8(res.ResourceType), res.ResourceName}
-		}
-		repeated := repeatedResources(keys)
-		for i, res := range req.Resources {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-			s.alterConfigsResource(ctx, res, repeated[keys[i]], req.ValidateOnly).fill(&rr.ErrorCode, &rr.ErrorMessage)
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp
+		return s.viaLeader(ctx, r, func() kmsg.Response {
+			keys := make([]resourceKey, len(req.Resources))
+			for i, res := range req.Resources {
+				keys[i] = resourceKey{int8(res.ResourceType), res.ResourceName}
+			}
+			repeated := repeatedResources(keys)
+			for i, res := range req.Resources {
+				rr := kmsg.NewAlterConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+				s.alterConfigsResource(ctx, res, repeated[keys[i]], req.ValidateOnly).fill(&rr.ErrorCode, &rr.ErrorMessage)
+				resp.Resources = append(resp.Resources, rr)
+			}
+			return resp
+		})
 	})
 }
 
@@ -51,7 +53,7 @@ func (s *Server) alterConfigsResource(ctx context.Context, res kmsg.AlterConfigs
 		}
 		configs[c.Name] = *c.Value
 	}
-	alterConfigsMu.Lock()
-	defer alterConfigsMu.Unlock()
+	s.alterMu.Lock()
+	defer s.alterMu.Unlock()
 	return s.alterTopicConfigs(ctx, res.ResourceName, configs, validateOnly)
 }

@@ -23,18 +23,20 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, r *Request) 
 	}
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	return later(func() kmsg.Response {
-		keys := make([]resourceKey, len(req.Resources))
-		for i, res := range req.Resources {
-			keys[i] = resourceKey{int8(res.ResourceType), res.ResourceName}
-		}
-		repeated := repeatedResources(keys)
-		for i, res := range req.Resources {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-			s.incrementalAlterResource(ctx, res, repeated[keys[i]], req.ValidateOnly).fill(&rr.ErrorCode, &rr.ErrorMessage)
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp
+		return s.viaLeader(ctx, r, func() kmsg.Response {
+			keys := make([]resourceKey, len(req.Resources))
+			for i, res := range req.Resources {
+				keys[i] = resourceKey{int8(res.ResourceType), res.ResourceName}
+			}
+			repeated := repeatedResources(keys)
+			for i, res := range req.Resources {
+				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+				s.incrementalAlterResource(ctx, res, repeated[keys[i]], req.ValidateOnly).fill(&rr.ErrorCode, &rr.ErrorMessage)
+				resp.Resources = append(resp.Resources, rr)
+			}
+			return resp
+		})
 	})
 }
 
@@ -48,8 +50,8 @@ func (s *Server) incrementalAlterResource(ctx context.Context, res kmsg.Incremen
 	}
 	// Read, change and write back under one lock, so concurrent changes to
 	// the same topic do not lose each other's keys.
-	alterConfigsMu.Lock()
-	defer alterConfigsMu.Unlock()
+	s.alterMu.Lock()
+	defer s.alterMu.Unlock()
 	info, ok := s.backend.Topic(res.ResourceName)
 	if !ok {
 		return failAlter(kerr.UnknownTopicOrPartition, "unknown topic %q", res.ResourceName)

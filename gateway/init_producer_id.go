@@ -16,13 +16,16 @@ func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Reply {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return now(resp)
 	}
+	// Only the Raft leader hands ids out; clients ask any broker.
 	return later(func() kmsg.Response {
-		id, epoch, err := s.backend.InitProducerID(ctx)
-		if err != nil {
-			resp.ErrorCode = ErrorCode(err)
+		return s.viaLeader(ctx, r, func() kmsg.Response {
+			id, epoch, err := s.backend.InitProducerID(ctx)
+			if err != nil {
+				resp.ErrorCode = ErrorCode(err)
+				return resp
+			}
+			resp.ProducerID, resp.ProducerEpoch = id, epoch
 			return resp
-		}
-		resp.ProducerID, resp.ProducerEpoch = id, epoch
-		return resp
+		})
 	})
 }

@@ -90,6 +90,12 @@ type Server struct {
 	groups   *coordinator.Coordinator
 	handlers map[int16]handler
 
+	// alterMu serializes topic config changes: IncrementalAlterConfigs
+	// reads a topic's configs and writes the whole new set, so two changes
+	// must not interleave; they all run on the leader (followers forward).
+	alterMu sync.Mutex
+	fwd     forwarder
+
 	ln    net.Listener
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -166,6 +172,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.fwd.close()
 	return nil
 }
 

@@ -164,6 +164,8 @@ type rawConn struct {
 	t    *testing.T
 	nc   net.Conn
 	corr int32
+	// clientID is sent in request headers; "" means testClientID.
+	clientID string
 }
 
 var testClientID = "kgate-test"
@@ -188,7 +190,11 @@ func (c *rawConn) write(b []byte) error {
 func (c *rawConn) send(req kmsg.Request) int32 {
 	c.t.Helper()
 	c.corr++
-	if err := c.write(sizePrefixed(requestFrame(req, c.corr, &testClientID))); err != nil {
+	id := testClientID
+	if c.clientID != "" {
+		id = c.clientID
+	}
+	if err := c.write(sizePrefixed(requestFrame(req, c.corr, &id))); err != nil {
 		c.t.Fatalf("write %s: %v", kmsg.NameForKey(req.Key()), err)
 	}
 	return c.corr

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -159,12 +158,6 @@ func topicConfigNames() []string {
 	sort.Strings(names)
 	return names
 }
-
-// alterConfigsMu serializes topic config changes in this process.
-// IncrementalAlterConfigs reads a topic's configs and proposes the whole new
-// set, so two changes must not interleave; admin changes are proposed on the
-// Raft leader only, which makes this order them across the cluster.
-var alterConfigsMu sync.Mutex
 
 // alterAnswer is a per-resource answer to AlterConfigs or
 // IncrementalAlterConfigs; nil means success.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,36 @@ func TestClientDetectsDialectAndRoundTrips(t *testing.T) {
 			if cl.Dialect() != d {
 				t.Fatalf("detected %v, server speaks %v", cl.Dialect(), d)
 			}
+			checkClientRoundTrip(t, cl)
+		})
+	}
+}
+
+// TestClientRealServer is the real-server tier of the client tests.
+func TestClientRealServer(t *testing.T) {
+	bin := os.Getenv(iggytest.EnvServerBin)
+	if bin == "" {
+		t.Skipf("real-server tier SKIPPED: set %s to an iggy-server binary to run the client against it", iggytest.EnvServerBin)
+	}
+	r, err := iggytest.StartReal(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cl := iggy.NewClient(iggy.Options{Addr: r.Addr(), Username: r.Username, Password: r.Password}, 2)
+	defer cl.Close()
+	if err := cl.Connect(ctxT(t)); err != nil {
+		t.Fatalf("%v\n%s", err, r.LogTail(30))
+	}
+	t.Logf("real iggy-server speaks the %v dialect", cl.Dialect())
+	checkClientRoundTrip(t, cl)
+}
+
+func checkClientRoundTrip(t *testing.T, cl *iggy.Client) {
+	ctx := ctxT(t)
+	d := cl.Dialect()
+	{
+		{
 			if _, err := cl.CreateStream(ctx, "s"); err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +177,7 @@ func TestClientDetectsDialectAndRoundTrips(t *testing.T) {
 			if err := cl.DeleteTopic(ctx, iggy.NamedID("s"), iggy.NamedID("t")); !errors.Is(err, iggy.ErrTopicNotFound) {
 				t.Fatalf("second delete: %v", err)
 			}
-		})
+		}
 	}
 }
 

@@ -63,10 +63,18 @@ func newHarness(t *testing.T, d iggy.Dialect, mutate ...func(*Config)) *harness 
 
 func newHarnessOn(t *testing.T, srv *iggytest.Server, mutate ...func(*Config)) *harness {
 	t.Helper()
+	h := newHarnessAt(t, srv.Addr(), "iggy", "iggy", mutate...)
+	h.srv = srv
+	return h
+}
+
+// newHarnessAt runs a backend against any Iggy server (h.srv stays nil).
+func newHarnessAt(t *testing.T, addr, user, pass string, mutate ...func(*Config)) *harness {
+	t.Helper()
 	var pid int64
 	var pidMu sync.Mutex
 	cfg := Config{
-		Client: iggy.NewClient(iggy.Options{Addr: srv.Addr(), Username: "iggy", Password: "iggy",
+		Client: iggy.NewClient(iggy.Options{Addr: addr, Username: user, Password: pass,
 			DialTimeout: time.Second, RequestTimeout: time.Second}, 4),
 		Stream: "kafka",
 		Nodes:  &fakeNodes{self: 1, ids: []int32{1}},
@@ -93,7 +101,7 @@ func newHarnessOn(t *testing.T, srv *iggytest.Server, mutate ...func(*Config)) *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close(); cfg.Client.Close() })
-	return &harness{t: t, srv: srv, b: b, ctx: ctx}
+	return &harness{t: t, b: b, ctx: ctx}
 }
 
 func (h *harness) create(name string, parts int32, configs map[string]string) {
@@ -160,8 +168,11 @@ func forDialects(t *testing.T, f func(t *testing.T, d iggy.Dialect)) {
 // TestProduceFetchRoundTrip: records of every shape come back from Iggy
 // exactly, with Kafka offsets equal to Iggy offsets.
 func TestProduceFetchRoundTrip(t *testing.T) {
-	forDialects(t, func(t *testing.T, d iggy.Dialect) {
-		h := newHarness(t, d)
+	forDialects(t, func(t *testing.T, d iggy.Dialect) { checkRoundTrip(t, newHarness(t, d)) })
+}
+
+func checkRoundTrip(t *testing.T, h *harness) {
+	{
 		h.create("orders", 3, nil)
 		long := bytes.Repeat([]byte("v"), 700)
 		shapes := []records.Record{
@@ -225,10 +236,12 @@ func TestProduceFetchRoundTrip(t *testing.T) {
 		if _, end, _ := h.b.Offsets(h.ctx, "orders", 0); end != 0 {
 			t.Fatalf("partition 0 end %d", end)
 		}
-		if n := len(h.srv.Messages("kafka", "orders", 1)); n != len(want) {
-			t.Fatalf("iggy holds %d messages", n)
+		if h.srv != nil {
+			if n := len(h.srv.Messages("kafka", "orders", 1)); n != len(want) {
+				t.Fatalf("iggy holds %d messages", n)
+			}
 		}
-	})
+	}
 }
 
 func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
@@ -637,4 +650,42 @@ func TestIdempotenceAcrossNodes(t *testing.T) {
 			t.Fatalf("iggy holds %d messages, want 4", n)
 		}
 	})
+}
+
+// TestRealIggyServer is the real-server tier: with IGGY_SERVER_BIN set, the
+// backend's round trip, idempotence and topic admin run against that
+// iggy-server (fresh data directory) instead of the double.
+func TestRealIggyServer(t *testing.T) {
+	bin := os.Getenv(iggytest.EnvServerBin)
+	if bin == "" {
+		t.Skipf("real-server tier SKIPPED: set %s to an iggy-server binary to run the backend against it", iggytest.EnvServerBin)
+	}
+	r, err := iggytest.StartReal(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("iggy-server log:\n%s", r.LogTail(40))
+		}
+		r.Close()
+	}()
+	h := newHarnessAt(t, r.Addr(), r.Username, r.Password)
+	t.Logf("real iggy-server at %s speaks the %s dialect", r.Addr(), h.b.Dialect())
+	checkRoundTrip(t, h)
+	h.create("idem", 1, nil)
+	bld := records.Builder{ProducerID: 42, ProducerEpoch: 0, BaseSequence: 0}
+	first := batch(t, bld, records.Record{Value: []byte("a")})
+	if r1, r2 := h.produce("idem", 0, first), h.produce("idem", 0, first); r1.Err != nil || r2.Err != nil || r1.BaseOffset != r2.BaseOffset {
+		t.Fatalf("retry: %+v then %+v", r1, r2)
+	}
+	if err := h.b.AlterTopicConfigs(h.ctx, "idem", map[string]string{"retention.ms": "60000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.CreatePartitions(h.ctx, "idem", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.DeleteTopic(h.ctx, "idem"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -154,7 +154,7 @@ func TestGroupAdmin(t *testing.T) {
 			if err := java(ctx, &res, topicA, "admin", active+","+empty); err != nil {
 				return err
 			}
-			return res.check(members, active, empty, perPartition)
+			return res.check(members, active, empty, perPartition, srv.coordinator())
 		})
 
 	step(t, "DeleteGroups of a group with members: NON_EMPTY_GROUP (kadm, Java)", 2*time.Minute, func(ctx context.Context) error {
@@ -357,7 +357,7 @@ type groupJavaAdminResult struct {
 	Lag     map[string]map[string]int64 `json:"lag"`
 }
 
-func (r *groupJavaAdminResult) check(members []*groupMember, active, empty string, perPartition int64) error {
+func (r *groupJavaAdminResult) check(members []*groupMember, active, empty string, perPartition int64, coordinator int) error {
 	list := map[string]string{}
 	for _, l := range r.List {
 		list[l.Group] = l.State
@@ -384,9 +384,9 @@ func (r *groupJavaAdminResult) check(members []*groupMember, active, empty strin
 		return fmt.Errorf("describeConsumerGroups: %s missing", active)
 	}
 	if d.State != "Stable" || d.Assignor != "cooperative-sticky" || d.Type != "Classic" || d.Simple ||
-		d.Coordinator == nil || *d.Coordinator != 1 || len(d.Members) != len(members) {
-		return fmt.Errorf("describeConsumerGroups(%s): %+v; want Stable, cooperative-sticky, Classic, coordinator 1, %d members",
-			active, d, len(members))
+		d.Coordinator == nil || *d.Coordinator != coordinator || len(d.Members) != len(members) {
+		return fmt.Errorf("describeConsumerGroups(%s): %+v; want Stable, cooperative-sticky, Classic, coordinator %d, %d members",
+			active, d, coordinator, len(members))
 	}
 	for _, m := range members {
 		s := m.state()

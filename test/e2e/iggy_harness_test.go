@@ -3,15 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +35,7 @@ import (
 const (
 	envBackend      = "KGATE_E2E_BACKEND"
 	envIggyDialect  = "KGATE_E2E_IGGY_DIALECT"
-	envIggyServer   = "IGGY_SERVER_BIN"
+	envIggyServer   = iggytest.EnvServerBin
 	iggyPollForTest = "50ms"
 )
 
@@ -53,7 +49,6 @@ type iggyBackend struct {
 	user     string
 	password string
 	double   *iggytest.Server // nil for a real server
-	proc     *exec.Cmd
 }
 
 func startIggyBackend(t *testing.T) *iggyBackend {
@@ -84,55 +79,17 @@ func startIggyBackend(t *testing.T) *iggyBackend {
 
 func startRealIggy(t *testing.T, bin string) *iggyBackend {
 	t.Helper()
-	user, pass := os.Getenv("IGGY_ROOT_USERNAME"), os.Getenv("IGGY_ROOT_PASSWORD")
-	if user == "" || pass == "" {
-		user, pass = "iggy", "iggy"
-	}
-	addr := freeAddr(t)
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "iggy-server.log")
-	logf, err := os.Create(logPath)
+	r, err := iggytest.StartReal(bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logf.Close()
-	cmd := exec.Command(bin)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"IGGY_ROOT_USERNAME="+user, "IGGY_ROOT_PASSWORD="+pass,
-		"IGGY_TCP_ADDRESS="+addr, "IGGY_SYSTEM_PATH="+filepath.Join(dir, "data"),
-		"IGGY_HTTP_ENABLED=false", "IGGY_QUIC_ENABLED=false", "IGGY_WEBSOCKET_ENABLED=false")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = serverProcAttr()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
 		if t.Failed() {
-			t.Logf("iggy-server log, last lines:\n%s", tailFile(logPath, 40))
+			t.Logf("iggy-server log, last lines:\n%s", r.LogTail(40))
 		}
+		r.Close()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iggy-server not listening on %s after 30s\n%s", addr, tailFile(logPath, 40))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return &iggyBackend{addr: addr, user: user, password: pass, proc: cmd}
+	return &iggyBackend{addr: r.Addr(), user: r.Username, password: r.Password}
 }
 
 // iggyCluster is the three kgate nodes of the Iggy tier.

@@ -147,6 +147,15 @@ func startKgate(t *testing.T) *kgateServer {
 
 func (s *kgateServer) bootstrap() string { return s.addrs["kafka-addr"] }
 
+// coordinator is the node id FindCoordinator names: the only node, or the
+// Raft leader of the Iggy tier's cluster.
+func (s *kgateServer) coordinator() int {
+	if s.iggy != nil {
+		return int(s.iggy.c.leader())
+	}
+	return 1
+}
+
 func (s *kgateServer) running() bool {
 	if s.iggy != nil {
 		return s.iggy.c.node(1).running()
