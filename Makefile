@@ -19,7 +19,7 @@ deps:
 
 # The Iggy tier: the client scenarios and consumer-group tests again, on a
 # three-node cluster with --backend iggy against the Iggy test double.
-IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup
+IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy
 
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...

@@ -17,7 +17,7 @@ var ErrClientClosed = errors.New("iggy: client closed")
 
 const (
 	minBackoff = 100 * time.Millisecond
-	maxBackoff = 5 * time.Second
+	maxBackoff = time.Second // a refused connect is cheap; come back quickly
 	// idleCheck is how long a pooled connection may sit unused before it
 	// is pinged ahead of a request that cannot simply be retried.
 	idleCheck = 20 * time.Second
@@ -131,9 +131,23 @@ func (cl *Client) dial(ctx context.Context) (*Conn, error) {
 		return nil, ErrClientClosed
 	}
 	if wait := time.Until(cl.nextDial); wait > 0 {
+		// Backing off: a caller with time to spare waits for the next
+		// attempt (the server may just be back); others fail at once.
 		err := cl.lastErr
 		cl.mu.Unlock()
-		return nil, fmt.Errorf("%w (retrying in %v): %w", ErrUnavailable, wait.Round(time.Millisecond), err)
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+cl.opts.DialTimeout/10 {
+			return nil, fmt.Errorf("%w (retrying in %v): %w", ErrUnavailable, wait.Round(time.Millisecond), err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		cl.mu.Lock()
+		if cl.closed {
+			cl.mu.Unlock()
+			return nil, ErrClientClosed
+		}
 	}
 	opts := cl.opts
 	opts.Dialect = cl.dialect
@@ -186,10 +200,15 @@ func (cl *Client) call(ctx context.Context, retryable bool, build func(Dialect) 
 		if err != nil {
 			return nil, 0, err
 		}
-		if !retryable && time.Since(c.lastUsed) > idleCheck {
-			if _, err := c.Do(ctx, Ping()); err != nil && c.Err() != nil {
+		if !retryable {
+			dead := c.closedByPeer()
+			if !dead && time.Since(c.lastUsed) > idleCheck {
+				_, err := c.Do(ctx, Ping())
+				dead = err != nil && c.Err() != nil
+			}
+			if dead {
 				cl.put(c)
-				continue // dead: take or dial another
+				continue // take or dial another
 			}
 		}
 		d := c.Dialect()

@@ -255,6 +255,18 @@ func TestClientReconnects(t *testing.T) {
 				t.Fatal("no fresh login after the drop")
 			}
 
+			// A send is never resent, so a pooled connection the server
+			// closed must be noticed before it is used.
+			if err := srv.CreateTopic("s", "t", 1); err != nil {
+				t.Fatal(err)
+			}
+			srv.DropConnections()
+			time.Sleep(20 * time.Millisecond) // let the FINs arrive
+			msg := []iggy.Message{{ID: iggy.MessageID(1, 1), OriginTimestamp: 1, Payload: []byte("x")}}
+			if _, _, err := cl.SendMessages(ctx, iggy.NamedID("s"), iggy.NamedID("t"), iggy.ToPartition(0), msg); err != nil {
+				t.Fatalf("send after a dropped connection: %v", err)
+			}
+
 			srv.EvictAll(12)
 			var err error
 			for range 3 { // the first call may be the one that sees the eviction

@@ -243,6 +243,28 @@ func (c *Conn) Err() error {
 	return c.broken
 }
 
+// closedByPeer reports, without blocking, whether the server has closed
+// the connection while it sat in the pool (after a server restart every
+// pooled connection is dead, and a send on one would fail with an unknown
+// outcome). Bytes nobody asked for also make it unusable. TLS connections
+// are not inspected; they rely on the idle ping.
+func (c *Conn) closedByPeer() bool {
+	if err := c.Err(); err != nil {
+		return true
+	}
+	if _, isTLS := c.nc.(*tls.Conn); isTLS {
+		return false
+	}
+	closed, _ := peerClosed(c.nc)
+	if !closed && c.br.Buffered() > 0 {
+		closed = true
+	}
+	if closed {
+		c.fail(fmt.Errorf("%w: closed by the server while idle", ErrConnClosed))
+	}
+	return closed
+}
+
 // Close closes the connection.
 func (c *Conn) Close() error {
 	c.fail(ErrConnClosed)

@@ -451,3 +451,83 @@ func TestArgumentValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestGetStream(t *testing.T) {
+	req, err := GetStream(NamedID("kafka"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := req.Frame(Legacy, RequestHeader{})
+	eqBytes(t, "legacy", got, hx(t, "0b 00 00 00 c8 00 00 00 02 05 6b 61 66 6b 61"))
+	got, _ = req.Frame(Current, RequestHeader{Client: testClient, Request: 3, Session: 7})
+	eqBytes(t, "current", got, append(header256(t, map[int]string{
+		48: "07 01 00 00", 60: "05", 128: testClientHex, 168: "03", 176: "02", 184: "07", 196: "c8 00 00 00",
+	}), hx(t, "02 05 6b 61 66 6b 61")...))
+
+	// Stream id 0 "s" holding one topic "t".
+	stream := "00000000 01 00*7 01000000 00*8 00*8 01 73"
+	s, topics, found, err := DecodeGetStreamReply(Legacy, hx(t, stream+" "+topicHead+" 01 "+topicTail))
+	if err != nil || !found || s.Name != "s" || len(topics) != 1 || topics[0].Name != "t" || topics[0].ReplicationFactor != 1 {
+		t.Fatal(err, found, s, topics)
+	}
+	s, topics, found, err = DecodeGetStreamReply(Current, hx(t, stream+" 00000000 "+topicHead+" "+topicTail+" 00000000 00000000"))
+	if err != nil || !found || s.TopicsCount != 1 || len(topics) != 1 || topics[0].MaxTopicSize != math.MaxUint64 {
+		t.Fatal(err, found, s, topics)
+	}
+	if _, _, found, err := DecodeGetStreamReply(Current, nil); found || err != nil {
+		t.Fatal("empty body is not found", found, err)
+	}
+	if _, _, _, err := DecodeGetStreamReply(Current, hx(t, stream+" 00000000 01000000")); !errors.Is(err, ErrTruncated) {
+		t.Fatal(err)
+	}
+}
+
+func TestDeleteStreamAndTopic(t *testing.T) {
+	req, _ := DeleteStream(NumericID(2))
+	got, _ := req.Frame(Legacy, RequestHeader{})
+	eqBytes(t, "legacy delete stream", got, hx(t, "0a 00 00 00 cb 00 00 00 01 04 02000000"))
+	got, _ = req.Frame(Current, RequestHeader{Client: testClient, Request: 4, Session: 7})
+	eqBytes(t, "current delete stream", got, append(header256(t, map[int]string{
+		48: "06 01 00 00", 60: "05", 128: testClientHex, 168: "04", 176: "82", 184: "07",
+	}), hx(t, "01 04 02000000")...))
+
+	req, _ = DeleteTopic(NamedID("s"), NumericID(1))
+	got, _ = req.Frame(Legacy, RequestHeader{})
+	eqBytes(t, "legacy delete topic", got, hx(t, "0d 00 00 00 2f 01 00 00 02 01 73 01 04 01000000"))
+	got, _ = req.Frame(Current, RequestHeader{Client: testClient, Request: 5, Session: 7})
+	eqBytes(t, "current delete topic", got, append(header256(t, map[int]string{
+		48: "09 01 00 00", 60: "05", 128: testClientHex, 168: "05", 176: "86", 184: "07",
+	}), hx(t, "02 01 73 01 04 01000000")...))
+	// Replies: an empty result section is success, an entry is the error.
+	if err := DecodeEmptyReply(Current, hx(t, "00000000")); err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeEmptyReply(Current, hx(t, "01000000 00000000 da070000")); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatal(err)
+	}
+	if err := DecodeEmptyReply(Legacy, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUpdateTopic(t *testing.T) {
+	cfg := TopicConfig{Name: "t", Compression: CompressionNone, MessageExpiry: 3_600_000_000, MaxTopicSize: math.MaxUint64, ReplicationFactor: 1}
+	req, err := UpdateTopic(Current, NumericID(0), NumericID(1), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Operation != OpUpdateTopic || req.Code != CodeUpdateTopic {
+		t.Fatal(req.Operation, req.Code)
+	}
+	eqBytes(t, "current", req.Body, hx(t, `01 04 00000000 01 04 01000000 01 74
+02 15000000 636f6d7072657373696f6e5f616c676f726974686d 09 01000000 01
+02 0e000000 6d6573736167655f657870697279 0c 08000000 00 a4 93 d6 00 00 00 00
+02 0e000000 6d61785f746f7069635f73697a65 0c 08000000 ff ff ff ff ff ff ff ff`))
+	req, _ = UpdateTopic(Legacy, NumericID(0), NumericID(1), cfg)
+	got, _ := req.Frame(Legacy, RequestHeader{})
+	eqBytes(t, "legacy", got, hx(t, `24 00 00 00 30 01 00 00
+01 04 00000000 01 04 01000000 01 00 a4 93 d6 00 00 00 00 ff ff ff ff ff ff ff ff 01 01 74`))
+	if _, err := UpdateTopic(Current, NumericID(0), NumericID(1), TopicConfig{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+}

@@ -518,10 +518,10 @@ func TestIggyDownAndBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := h.produce("flaky", 0, batch(t, plain, records.Record{Value: []byte("during")}))
-		if !retriable(r.Err) {
+		if !errors.Is(r.Err, kerr.RequestTimedOut) {
 			t.Fatalf("produce with Iggy down: %v", r.Err)
 		}
-		if _, err := h.b.Read(h.ctx, "flaky", 0, 0, 1<<20); !retriable(err) {
+		if _, err := h.b.Read(h.ctx, "flaky", 0, 0, 1<<20); !errors.Is(err, kerr.KafkaStorageError) {
 			t.Fatalf("fetch with Iggy down: %v", err)
 		}
 		if _, ok := h.b.Topic("flaky"); !ok {
@@ -542,7 +542,7 @@ func TestIggyDownAndBack(t *testing.T) {
 }
 
 // TestIggySlow: a server slower than the request timeout gives
-// REQUEST_TIMED_OUT.
+// REQUEST_TIMED_OUT to Produce and KAFKA_STORAGE_ERROR to Fetch.
 func TestIggySlow(t *testing.T) {
 	h := newHarness(t, iggy.Current, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
 	h.create("slow", 1, nil)
@@ -551,7 +551,7 @@ func TestIggySlow(t *testing.T) {
 	if !errors.Is(r.Err, kerr.RequestTimedOut) {
 		t.Fatalf("slow produce: %v", r.Err)
 	}
-	if _, err := h.b.Read(h.ctx, "slow", 0, 0, 1<<20); !errors.Is(err, kerr.RequestTimedOut) {
+	if _, err := h.b.Read(h.ctx, "slow", 0, 0, 1<<20); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("slow fetch: %v", err)
 	}
 	h.srv.SetDelay(0)
@@ -560,10 +560,6 @@ func TestIggySlow(t *testing.T) {
 	})
 }
 
-func retriable(err error) bool {
-	var ke *kerr.Error
-	return errors.As(err, &ke) && ke.Retriable
-}
 
 // TestWrongCredentials: Start refuses them with an error that says so.
 func TestWrongCredentials(t *testing.T) {

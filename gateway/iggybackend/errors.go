@@ -14,19 +14,18 @@ import (
 
 var errUnknownPartition = kerr.UnknownTopicOrPartition
 
-// kafkaError maps an Iggy failure to the Kafka code a client should see.
-// Anything that may pass (the server down, slow or restarting) is a
-// retriable code, so producers and consumers keep trying.
+// kafkaError maps an Iggy failure to the Kafka code a client should see
+// on a read (Fetch, ListOffsets) or an admin request. Anything that may
+// pass (the server down, slow or restarting) is KAFKA_STORAGE_ERROR, which
+// every client retries after refreshing its metadata; REQUEST_TIMED_OUT is
+// not a code the Java consumer accepts on a fetched partition.
 func kafkaError(err error) error {
 	var ke *kerr.Error
-	var ne net.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ke):
 		return ke
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return kerr.RequestTimedOut
 	case errors.Is(err, iggy.ErrStreamNotFound), errors.Is(err, iggy.ErrTopicNotFound),
 		errors.Is(err, iggy.ErrPartitionNotFound), errors.Is(err, iggy.ErrResourceNotFound),
 		errors.Is(err, iggy.ErrNoPartitions):
@@ -41,6 +40,19 @@ func kafkaError(err error) error {
 		return kerr.CorruptMessage
 	}
 	return kerr.KafkaStorageError
+}
+
+// produceError is kafkaError for Produce, where an unreachable or slow
+// Iggy is REQUEST_TIMED_OUT: producers retry it at once, without the
+// metadata refresh (rate-limited to one per 5 s in franz-go) that
+// KAFKA_STORAGE_ERROR costs.
+func produceError(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, iggy.ErrUnavailable) ||
+		errors.Is(err, iggy.ErrConnClosed) || errors.Is(err, iggy.ErrEvicted) {
+		return kerr.RequestTimedOut
+	}
+	return kafkaError(err)
 }
 
 // errorLog rate-limits the log line for Iggy failures: while the server is

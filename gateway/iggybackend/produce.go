@@ -178,7 +178,7 @@ func (p *partition) send(round []*sendItem) {
 	conf, dialect, err := b.client.SendMessages(ctx, stream, topicID, iggy.ToPartition(p.iggyID), msgs)
 	if err != nil {
 		b.noteError("send", t.name, p.index, err)
-		fail(kafkaError(err))
+		fail(produceError(err))
 		return
 	}
 	base := int64(-1)
