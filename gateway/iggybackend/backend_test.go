@@ -560,7 +560,6 @@ func TestIggySlow(t *testing.T) {
 	})
 }
 
-
 // TestWrongCredentials: Start refuses them with an error that says so.
 func TestWrongCredentials(t *testing.T) {
 	srv, err := iggytest.Start(iggytest.Config{Dialect: iggy.Current})
