@@ -11,6 +11,9 @@
 #   * mvn package in test/clients/java -> target/kgate-e2e-java.jar (when
 #     pom.xml or src/ is newer than the jar).
 #   * go mod download (the Go clients franz-go and Sarama).
+#   * cargo build in test/iggy-sdk-check: the official Iggy Rust SDKs (0.11.0
+#     and 0.10.0, one per Iggy dialect) that the Iggy tests drive. Needs Rust
+#     (rustup; cargo on PATH or in ~/.cargo/bin); crates come from crates.io.
 #
 # Needs root (or sudo) for apt-get. Environment: PYTHON (default
 # /usr/bin/python3, the interpreter the Debian packages install for).
@@ -112,8 +115,26 @@ go_modules() {
 	log "go modules: downloaded"
 }
 
+# --- Official Iggy SDKs (Rust) ----------------------------------------------
+iggy_sdk_check() {
+	local dir="$ROOT/test/iggy-sdk-check"
+	if ! command -v cargo >/dev/null && [[ -x $HOME/.cargo/bin/cargo ]]; then
+		PATH="$HOME/.cargo/bin:$PATH"
+	fi
+	command -v cargo >/dev/null || die "cargo not found: install Rust with rustup (the Iggy SDK checks need it)"
+	log "iggy-sdk-check: cargo build (minutes the first time, then a no-op)"
+	local feature out
+	for feature in v011 v010; do
+		out=$(cd "$dir" && cargo build --locked --quiet --features "$feature" --bin "iggy-sdk-check-$feature" 2>&1) || {
+			printf '%s\n' "$out" >&2
+			die "cargo build of iggy-sdk-check-$feature failed in $dir"
+		}
+	done
+}
+
 debian_packages
 kafkajs
 java_client
 go_modules
+iggy_sdk_check
 log "done"

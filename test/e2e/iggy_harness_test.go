@@ -48,6 +48,7 @@ type iggyBackend struct {
 	addr     string
 	user     string
 	password string
+	dialect  iggy.Dialect
 	double   *iggytest.Server // nil for a real server
 }
 
@@ -74,7 +75,7 @@ func startIggyBackend(t *testing.T) *iggyBackend {
 	}
 	t.Cleanup(func() { srv.Close() })
 	t.Logf("Iggy test double (%s dialect) on %s", d, srv.Addr())
-	return &iggyBackend{addr: srv.Addr(), user: "iggy", password: "iggy", double: srv}
+	return &iggyBackend{addr: srv.Addr(), user: "iggy", password: "iggy", dialect: d, double: srv}
 }
 
 func startRealIggy(t *testing.T, bin string) *iggyBackend {
@@ -89,7 +90,14 @@ func startRealIggy(t *testing.T, bin string) *iggyBackend {
 		}
 		r.Close()
 	})
-	return &iggyBackend{addr: r.Addr(), user: r.Username, password: r.Password}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := iggy.Dial(ctx, iggy.Options{Addr: r.Addr(), Username: r.Username, Password: r.Password})
+	if err != nil {
+		t.Fatalf("iggy-server: %v", err)
+	}
+	conn.Close()
+	return &iggyBackend{addr: r.Addr(), user: r.Username, password: r.Password, dialect: conn.Dialect()}
 }
 
 // iggyCluster is the three kgate nodes of the Iggy tier.

@@ -3,6 +3,8 @@ package iggytest
 import (
 	"encoding/binary"
 	"io"
+	"net"
+	"strconv"
 
 	"github.com/kgate/kgate/gateway/iggy"
 )
@@ -136,6 +138,10 @@ func (s *Server) handleCurrent(c *conn, hdr, body []byte) (reply []byte, closeAf
 			return s.replyFrame(rq, session, codeUnauthenticated, nil, 0), false, false
 		}
 		switch rq.code {
+		case cGetClusterMetadata:
+			// Released 0.11 SDKs ask for the roster before offset writes and
+			// polls; a one-node roster tells them the server is not clustered.
+			return s.replyFrame(rq, session, 0, s.clusterMetadata(), 0), false, false
 		case cPollMessages, cGetConsumerOffset, cGetStream, cGetStreams, cGetTopic, cGetTopics:
 			out := s.exec(rq.code, body)
 			return s.replyFrame(rq, session, out.status|out.result, out.body, 0), false, false
@@ -324,4 +330,24 @@ func (s *Server) currentLogin(c *conn, rq currentRequest, l loginRequest, ok boo
 	w.u32(serverProtocol)
 	w.name(serverVersion)
 	return s.replyFrame(rq, session, 0, resultBody(0, w.b), 0), false, false
+}
+
+// clusterMetadata is the ClusterMetadata reply (§5.1) of a one-node,
+// unclustered server: this listener, leader, healthy.
+func (s *Server) clusterMetadata() []byte {
+	host, port, _ := net.SplitHostPort(s.Addr())
+	p, _ := strconv.Atoi(port)
+	w := &bwriter{}
+	str := func(v string) {
+		w.u32(uint32(len(v)))
+		w.b = append(w.b, v...)
+	}
+	str("iggy-double")
+	w.u32(1)
+	str("iggy-double-0")
+	str(host)
+	w.b = binary.LittleEndian.AppendUint16(w.b, uint16(p))
+	w.b = append(w.b, 0, 0, 0, 0, 0, 0) // quic, http, websocket ports: not served
+	w.b = append(w.b, 0, 0)             // role leader, status healthy
+	return w.b
 }

@@ -13,6 +13,7 @@
 // so a client's dialect probe can be tested.
 //
 // Simulated: ping, login by password or personal access token, logout,
+// GetClusterMetadata (a one-node roster; the released 0.11 SDK asks for it),
 // streams (get, list, create, delete), topics (get, list, create with
 // options, update, delete), partitions (add, delete), SendMessages with
 // the three partitioning kinds, PollMessages with every strategy and
@@ -22,8 +23,9 @@
 //
 // Not simulated: consumer groups (a kind-2 consumer is never a member),
 // users and permissions beyond the root user, purge, segments, max topic
-// size enforcement, stats, clustering, TLS, heartbeats, the legacy
-// desynchronisation after an early SendMessages error, and persistence
+// size enforcement, stats, clustering beyond the one-node roster, TLS,
+// heartbeats, the legacy desynchronisation after an early SendMessages
+// error, and persistence
 // (data lives in memory for the Server's lifetime). Messages keys are
 // hashed with XXH32 as the server does; the Balanced round-robin counter
 // is per topic.

@@ -124,6 +124,12 @@ func topicOptions(opts []option, update bool) (topicSettings, uint32) {
 				return ts, codeUnsupportedOptionKey
 			}
 			ok = o.kind == kindUint32 && len(o.val) == 4
+		case "durability", "consumer_offset_durability":
+			// Released 0.11.0 SDKs send both on every CreateTopic, as strings.
+			if update {
+				return ts, codeUnsupportedOptionKey
+			}
+			ok = o.kind == kindString && (strings.EqualFold(string(o.val), "replicated") || strings.EqualFold(string(o.val), "persisted"))
 		default:
 			return ts, codeUnsupportedOptionKey
 		}

@@ -52,6 +52,7 @@ const (
 // constants still being added to package iggy.
 const (
 	cPing                 uint32 = 1
+	cGetClusterMetadata   uint32 = 12
 	cLegacyLoginUser      uint32 = 38
 	cLogout               uint32 = 39
 	cLoginRegister        uint32 = 40

@@ -1,0 +1,439 @@
+//! iggy-sdk-check drives an Iggy server with the official Rust SDK, so the
+//! test double (and kgate's Iggy topics) are checked against what Iggy's own
+//! clients send and expect, not only against our reading of the protocol.
+//!
+//! Built twice: `--features v011` (iggy 0.11, the current 256-byte header
+//! dialect of server 0.9) and `--features v010` (iggy 0.10, the legacy
+//! length-prefixed dialect of server 0.8).
+//!
+//! Usage:
+//!   iggy-sdk-check ADDR USER PASSWORD check
+//!   iggy-sdk-check ADDR USER PASSWORD produce STREAM TOPIC PARTITION COUNT PREFIX
+//!   iggy-sdk-check ADDR USER PASSWORD consume STREAM TOPIC PARTITION COUNT
+//!
+//! PARTITION is zero-based, as in Kafka and in both Iggy dialects. `consume`
+//! prints one payload per line.
+//! Every failed expectation exits with status 1 and says what differed.
+
+#[cfg(feature = "v010")]
+use iggy010 as iggy;
+#[cfg(feature = "v011")]
+use iggy011 as iggy;
+
+use iggy::prelude::*;
+use std::process::exit;
+use std::str::FromStr;
+
+// Partition ids are 0-based in both dialects.
+const FIRST_PARTITION: u32 = 0;
+
+fn fail(what: String) -> ! {
+    eprintln!("iggy-sdk-check: FAIL: {what}");
+    exit(1)
+}
+
+fn ensure(ok: bool, what: impl FnOnce() -> String) {
+    if !ok {
+        fail(what())
+    }
+}
+
+fn must<T, E: std::fmt::Debug>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => fail(format!("{what}: {e:?}")),
+    }
+}
+
+fn id(name: &str) -> Identifier {
+    must(Identifier::named(name), "identifier")
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 5 {
+        eprintln!("usage: iggy-sdk-check ADDR USER PASSWORD check|produce|consume ...");
+        exit(2);
+    }
+    let client = must(
+        IggyClient::builder()
+            .with_tcp()
+            .with_server_address(args[1].clone())
+            .build(),
+        "build client",
+    );
+    must(client.connect().await, "connect");
+    must(client.login_user(&args[2], &args[3]).await, "login");
+    must(client.ping().await, "ping");
+    match args[4].as_str() {
+        "check" => check(&client).await,
+        "produce" if args.len() == 10 => {
+            let partition: u32 = must(u32::from_str(&args[7]), "partition");
+            let count: u32 = must(u32::from_str(&args[8]), "count");
+            produce(&client, &args[5], &args[6], partition, count, &args[9]).await
+        }
+        "consume" if args.len() == 9 => {
+            let partition: u32 = must(u32::from_str(&args[7]), "partition");
+            let count: u32 = must(u32::from_str(&args[8]), "count");
+            for m in poll_all(&client, &args[5], &args[6], partition, count).await {
+                println!("{}", String::from_utf8_lossy(&m.payload));
+            }
+        }
+        _ => {
+            eprintln!("iggy-sdk-check: bad arguments");
+            exit(2);
+        }
+    }
+    println!("iggy-sdk-check: OK");
+}
+
+fn message(payload: &str, header: Option<(&str, &str)>) -> IggyMessage {
+    let headers = header.map(|(k, v)| {
+        let mut h = std::collections::BTreeMap::new();
+        h.insert(
+            must(HeaderKey::try_from(k), "header key"),
+            must(HeaderValue::try_from(v), "header value"),
+        );
+        h
+    });
+    must(
+        IggyMessage::builder()
+            .payload(payload.as_bytes().to_vec().into())
+            .maybe_user_headers(headers)
+            .build(),
+        "message",
+    )
+}
+
+async fn produce(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    count: u32,
+    prefix: &str,
+) {
+    let mut msgs: Vec<IggyMessage> = (0..count)
+        .map(|i| message(&format!("{prefix}{i}"), Some(("source", "iggy-sdk"))))
+        .collect();
+    must(
+        client
+            .send_messages(
+                &id(stream),
+                &id(topic),
+                &Partitioning::partition_id(FIRST_PARTITION + partition),
+                &mut msgs,
+            )
+            .await,
+        "send_messages",
+    );
+}
+
+async fn poll_all(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    count: u32,
+) -> Vec<IggyMessage> {
+    let consumer = Consumer::default();
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while (out.len() as u32) < count {
+        ensure(std::time::Instant::now() < deadline, || {
+            format!("timed out: {} of {count} messages", out.len())
+        });
+        let polled = must(
+            client
+                .poll_messages(
+                    &id(stream),
+                    &id(topic),
+                    Some(FIRST_PARTITION + partition),
+                    &consumer,
+                    &PollingStrategy::offset(out.len() as u64),
+                    count - out.len() as u32,
+                    false,
+                )
+                .await,
+            "poll_messages",
+        );
+        for m in &polled.messages {
+            // Iggy applications parse headers; a block they refuse is a defect.
+            must(m.user_headers_map(), "user headers");
+        }
+        if polled.messages.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        out.extend(polled.messages);
+    }
+    out
+}
+
+// check runs every command kgate relies on, against a stream of its own, and
+// asserts what the SDK reads back.
+async fn check(client: &IggyClient) {
+    let stream = format!("sdk-check-{}", IggyTimestamp::now().as_micros());
+    let topic = "orders";
+    must(client.create_stream(&stream).await, "create_stream");
+    let streams = must(client.get_streams().await, "get_streams");
+    ensure(streams.iter().any(|s| s.name == stream), || {
+        format!("get_streams lacks {stream}")
+    });
+
+    let created = must(create_topic(client, &stream, topic).await, "create_topic");
+    ensure(created.partitions_count == 3, || {
+        format!(
+            "create_topic: {} partitions, want 3",
+            created.partitions_count
+        )
+    });
+    let got = must(
+        client.get_topic(&id(&stream), &id(topic)).await,
+        "get_topic",
+    );
+    let got = got.unwrap_or_else(|| fail("get_topic: not found".into()));
+    ensure(got.name == topic && got.partitions_count == 3, || {
+        format!(
+            "get_topic: {} with {} partitions",
+            got.name, got.partitions_count
+        )
+    });
+    ensure(
+        got.message_expiry == IggyExpiry::ExpireDuration(IggyDuration::from(3_600_000_000u64)),
+        || format!("get_topic: expiry {:?}", got.message_expiry),
+    );
+    let missing = must(
+        client.get_topic(&id(&stream), &id("no-such-topic")).await,
+        "get_topic (missing)",
+    );
+    ensure(missing.is_none(), || {
+        "get_topic of a missing topic found one".into()
+    });
+
+    // A new expiry, as kgate's AlterConfigs of retention.ms sends it.
+    must(
+        update_expiry(client, &stream, topic, 7_200_000_000).await,
+        "update_topic",
+    );
+    let topics = must(client.get_topics(&id(&stream)).await, "get_topics");
+    let t = topics.iter().find(|t| t.name == topic);
+    ensure(
+        t.map(|t| {
+            t.message_expiry == IggyExpiry::ExpireDuration(IggyDuration::from(7_200_000_000u64))
+        }) == Some(true),
+        || format!("get_topics after update_topic: {t:?}"),
+    );
+
+    // Messages on the second partition: offsets from 0, payloads, headers.
+    produce(client, &stream, topic, 1, 5, "m").await;
+    let mut more = vec![message("with-header", Some(("k", "v")))];
+    must(
+        client
+            .send_messages(
+                &id(&stream),
+                &id(topic),
+                &Partitioning::partition_id(FIRST_PARTITION + 1),
+                &mut more,
+            )
+            .await,
+        "send_messages",
+    );
+    let all = poll_all(client, &stream, topic, 1, 6).await;
+    for (i, m) in all.iter().enumerate() {
+        ensure(m.header.offset == i as u64, || {
+            format!("message {i} has offset {}", m.header.offset)
+        });
+        ensure(m.header.timestamp > 0, || {
+            format!("message {i} has no timestamp")
+        });
+    }
+    ensure(
+        &all[0].payload[..] == b"m0" && &all[5].payload[..] == b"with-header",
+        || "payloads differ".into(),
+    );
+    let headers = must(all[5].user_headers_map(), "user headers").unwrap_or_default();
+    let v = headers.get(&must(HeaderKey::try_from("k"), "key"));
+    ensure(
+        v.map(|v| v.as_str().ok() == Some("v")).unwrap_or(false),
+        || format!("header k: {v:?}"),
+    );
+
+    let consumer = Consumer::default();
+    for (name, strategy, want) in [
+        ("first", PollingStrategy::first(), 0u64),
+        ("last", PollingStrategy::last(), 5),
+        ("offset 3", PollingStrategy::offset(3), 3),
+        (
+            "timestamp",
+            PollingStrategy::timestamp(all[5].header.timestamp.into()),
+            5,
+        ),
+    ] {
+        let polled = must(
+            client
+                .poll_messages(
+                    &id(&stream),
+                    &id(topic),
+                    Some(FIRST_PARTITION + 1),
+                    &consumer,
+                    &strategy,
+                    1,
+                    false,
+                )
+                .await,
+            "poll_messages",
+        );
+        ensure(polled.current_offset == 5, || {
+            format!("poll {name}: current offset {}", polled.current_offset)
+        });
+        let got = polled.messages.first().map(|m| m.header.offset);
+        ensure(got == Some(want), || {
+            format!("poll {name}: offset {got:?}, want {want}")
+        });
+    }
+    let empty = must(
+        client
+            .poll_messages(
+                &id(&stream),
+                &id(topic),
+                Some(FIRST_PARTITION + 1),
+                &consumer,
+                &PollingStrategy::offset(6),
+                10,
+                false,
+            )
+            .await,
+        "poll_messages past the end",
+    );
+    ensure(empty.messages.is_empty(), || {
+        "poll past the end returned messages".into()
+    });
+
+    must(
+        client
+            .store_consumer_offset(
+                &consumer,
+                &id(&stream),
+                &id(topic),
+                Some(FIRST_PARTITION + 1),
+                4,
+            )
+            .await,
+        "store_consumer_offset",
+    );
+    let off = must(
+        client
+            .get_consumer_offset(
+                &consumer,
+                &id(&stream),
+                &id(topic),
+                Some(FIRST_PARTITION + 1),
+            )
+            .await,
+        "get_consumer_offset",
+    );
+    ensure(off.as_ref().map(|o| o.stored_offset) == Some(4), || {
+        format!("stored offset {off:?}")
+    });
+
+    must(
+        client.create_partitions(&id(&stream), &id(topic), 2).await,
+        "create_partitions",
+    );
+    let got = must(
+        client.get_topic(&id(&stream), &id(topic)).await,
+        "get_topic",
+    );
+    let n = got.map(|t| t.partitions_count).unwrap_or(0);
+    ensure(n == 5, || {
+        format!("after create_partitions: {n} partitions, want 5")
+    });
+
+    // Errors the SDK must see as errors.
+    ensure(client.create_stream(&stream).await.is_err(), || {
+        "creating a stream twice succeeded".into()
+    });
+    ensure(create_topic(client, &stream, topic).await.is_err(), || {
+        "creating a topic twice succeeded".into()
+    });
+
+    must(
+        client.delete_topic(&id(&stream), &id(topic)).await,
+        "delete_topic",
+    );
+    must(client.delete_stream(&id(&stream)).await, "delete_stream");
+    let gone = must(client.get_stream(&id(&stream)).await, "get_stream");
+    ensure(gone.is_none(), || "stream still there after delete".into());
+}
+
+#[cfg(feature = "v011")]
+async fn create_topic(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+) -> Result<TopicDetails, IggyError> {
+    let options = TopicCreateOptions {
+        partitions_count: Some(3),
+        message_expiry: Some(IggyExpiry::ExpireDuration(IggyDuration::from(
+            3_600_000_000u64,
+        ))),
+        ..Default::default()
+    };
+    client.create_topic(&id(stream), topic, &options).await
+}
+
+#[cfg(feature = "v010")]
+async fn create_topic(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+) -> Result<TopicDetails, IggyError> {
+    client
+        .create_topic(
+            &id(stream),
+            topic,
+            3,
+            CompressionAlgorithm::None,
+            None,
+            IggyExpiry::ExpireDuration(IggyDuration::from(3_600_000_000u64)),
+            MaxTopicSize::ServerDefault,
+        )
+        .await
+}
+
+#[cfg(feature = "v011")]
+async fn update_expiry(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    micros: u64,
+) -> Result<(), IggyError> {
+    let options = TopicUpdateOptions {
+        message_expiry: Some(IggyExpiry::ExpireDuration(IggyDuration::from(micros))),
+        ..Default::default()
+    };
+    client
+        .update_topic(&id(stream), &id(topic), topic, &options)
+        .await
+}
+
+#[cfg(feature = "v010")]
+async fn update_expiry(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    micros: u64,
+) -> Result<(), IggyError> {
+    client
+        .update_topic(
+            &id(stream),
+            &id(topic),
+            topic,
+            CompressionAlgorithm::None,
+            None,
+            IggyExpiry::ExpireDuration(IggyDuration::from(micros)),
+            MaxTopicSize::ServerDefault,
+        )
+        .await
+}
