@@ -3,10 +3,13 @@ package gateway
 import (
 	"context"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway/records"
 )
 
 // maxFetchWait bounds a long poll whatever the client asks.
@@ -77,6 +80,21 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 	return i >= 2
 }
 
+// fetchReadParallelism bounds the partition reads one fetch runs at once.
+// With the Iggy backend each read is a round trip to Iggy; in parallel, a
+// fetch of many partitions costs about one instead of one per partition.
+const fetchReadParallelism = 8
+
+// partitionRead is one partition of a fetch that is served.
+type partitionRead struct {
+	topic string
+	rp    *kmsg.FetchRequestTopicPartition
+	sp    *kmsg.FetchResponseTopicPartition
+	watch <-chan struct{} // nil when the partition cannot be watched
+	res   ReadResult
+	err   error
+}
+
 // fetchOnce reads every requested partition once. It collects a wake-up
 // channel for each partition that answered without error.
 func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
@@ -86,21 +104,23 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 		maxBytes = int(s.cfg.MaxFrameBytes)
 	}
 	maxBytes = min(maxBytes, int(s.cfg.MaxFrameBytes)-1024)
-	total := 0
 	self := s.cluster.Self().ID
-	for _, rt := range req.Topics {
+	names := make([]string, len(req.Topics))
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
+	for i, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		name := rt.Topic
+		names[i] = rt.Topic
 		topicErr := int16(0)
 		if req.Version >= 13 {
 			if n, ok := s.backend.TopicName(rt.TopicID); ok {
-				name = n
+				names[i] = n
 			} else {
 				topicErr = kerr.UnknownTopicID.Code
 			}
 		}
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -109,51 +129,95 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			sp.RecordBatches = []byte{} // librdkafka rejects a null record set
 			sp.ErrorCode = topicErr
 			if topicErr == 0 {
-				switch leader, ok := s.backend.PartitionLeader(name, rp.Partition); {
+				switch leader, ok := s.backend.PartitionLeader(names[i], rp.Partition); {
 				case !ok:
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				case leader != self:
 					sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				}
 			}
-			if sp.ErrorCode == 0 {
-				// Take the wake-up channel before reading so an append in
-				// between still wakes us.
-				ch, werr := s.backend.Watch(name, rp.Partition)
-				s.fetchPartition(ctx, name, rp, &sp, maxBytes, &total)
-				if sp.ErrorCode == 0 && werr == nil {
-					*watches = append(*watches, ch)
-				}
-			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+
+	var reads []partitionRead
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			sp := &resp.Topics[i].Partitions[j]
+			if sp.ErrorCode != 0 {
+				continue
+			}
+			r := partitionRead{topic: names[i], rp: &req.Topics[i].Partitions[j], sp: sp}
+			// Take the wake-up channel before reading so an append in
+			// between still wakes us.
+			if ch, err := s.backend.Watch(r.topic, r.rp.Partition); err == nil {
+				r.watch = ch
+			}
+			reads = append(reads, r)
+		}
+	}
+	s.readPartitions(ctx, reads, maxBytes)
+
+	// The response budget is applied in request order, as if the reads had
+	// run one after another (KIP-74: the first non-empty partition always
+	// gets its data).
+	total := 0
+	for i := range reads {
+		r := &reads[i]
+		r.sp.HighWatermark, r.sp.LastStableOffset, r.sp.LogStartOffset = r.res.HighWatermark, r.res.HighWatermark, r.res.LogStartOffset
+		if r.err != nil {
+			r.sp.ErrorCode = ErrorCode(r.err)
+			continue
+		}
+		if r.watch != nil {
+			*watches = append(*watches, r.watch)
+		}
+		data := r.res.Records
+		if total > 0 {
+			data = batchesWithin(data, min(int(r.rp.PartitionMaxBytes), maxBytes-total))
+		}
+		if len(data) > 0 {
+			r.sp.RecordBatches = data
+			total += len(data)
+		}
+	}
 	return resp, total
 }
 
-func (s *Server) fetchPartition(ctx context.Context, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int, total *int) {
-	limit := min(int(rp.PartitionMaxBytes), maxBytes-*total)
-	if *total == 0 {
-		limit = max(limit, 1) // KIP-74: the first batch always comes back
+// readPartitions reads every partition, up to fetchReadParallelism at once.
+func (s *Server) readPartitions(ctx context.Context, reads []partitionRead, maxBytes int) {
+	read := func(r *partitionRead) {
+		limit := max(min(int(r.rp.PartitionMaxBytes), maxBytes), 1)
+		r.res, r.err = s.backend.Read(ctx, r.topic, r.rp.Partition, r.rp.FetchOffset, limit)
 	}
-	if limit <= 0 {
-		start, end, err := s.backend.Offsets(ctx, topic, rp.Partition)
-		sp.ErrorCode = ErrorCode(err)
-		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = end, end, start
+	if len(reads) == 1 {
+		read(&reads[0])
 		return
 	}
-	res, err := s.backend.Read(ctx, topic, rp.Partition, rp.FetchOffset, limit)
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
-	if err != nil {
-		sp.ErrorCode = ErrorCode(err)
-		return
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, fetchReadParallelism)
+	for i := range reads {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(r *partitionRead) {
+			defer func() { <-sem; wg.Done() }()
+			read(r)
+		}(&reads[i])
 	}
-	if *total > 0 && len(res.Records) > limit {
-		return // over the response budget; the next fetch gets it
+	wg.Wait()
+}
+
+// batchesWithin returns the longest run of whole batches at the start of
+// data that fits in limit bytes.
+func batchesWithin(data []byte, limit int) []byte {
+	n := 0
+	for n < len(data) {
+		h, err := records.ParseHeader(data[n:])
+		if err != nil || n+h.Size() > limit || n+h.Size() > len(data) {
+			break
+		}
+		n += h.Size()
 	}
-	if res.Records != nil {
-		sp.RecordBatches = res.Records
-		*total += len(res.Records)
-	}
+	return data[:n]
 }

@@ -1081,6 +1081,49 @@ func TestFetchReturnsFirstBatchLargerThanLimit(t *testing.T) {
 	}
 }
 
+// TestFetchBudgetAcrossPartitions: partitions are read in parallel, yet the
+// response's max bytes is spent in request order, in whole batches, as if
+// they had been read one after another.
+func TestFetchBudgetAcrossPartitions(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "budget", 3, nil)
+	c := dialRaw(t, n.addr)
+	batch := func(tag string) []byte {
+		recs := valueRecords(tag, 4)
+		for i := range recs {
+			recs[i].Value = append(recs[i].Value, bytes.Repeat([]byte{'x'}, 500)...)
+		}
+		return build(t, plainBuilder(), recs)
+	}
+	size := len(batch("p0a"))
+	for p := int32(0); p < 3; p++ {
+		for _, tag := range []string{"a", "b"} {
+			resp := c.do(produceReq(9, -1, "budget", p, batch(fmt.Sprintf("p%d%s", p, tag)))).(*kmsg.ProduceResponse)
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("produce to %d: error %d", p, code)
+			}
+		}
+	}
+	// Asked in the order 2, 0, 1 with room for three batches and a half.
+	req := fetchReq("budget", 2, 0, 0, 1, 1<<20)
+	for _, p := range []int32{0, 1} {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes = p, 1<<20
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	req.MaxBytes = int32(3*size + size/2)
+	resp := c.do(req).(*kmsg.FetchResponse)
+	want := map[int32]int{2: 2, 0: 1, 1: 0} // batches each partition gets
+	for i, sp := range resp.Topics[0].Partitions {
+		if sp.ErrorCode != 0 || sp.HighWatermark != 8 {
+			t.Fatalf("partition %d: error %d, high watermark %d", sp.Partition, sp.ErrorCode, sp.HighWatermark)
+		}
+		if got := len(decodeBatches(t, sp.RecordBatches)) / 4; got != want[sp.Partition] || sp.Partition != []int32{2, 0, 1}[i] {
+			t.Fatalf("answer %d is partition %d with %d batches, want %d", i, sp.Partition, got, want[sp.Partition])
+		}
+	}
+}
+
 func TestFetchOutOfRange(t *testing.T) {
 	n := startNode(t, nil)
 	createTopic(t, n.addr, "oor", 1, nil)

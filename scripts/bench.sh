@@ -37,6 +37,8 @@
 #   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
 #   BENCH_IGGY_DIALECT    current or legacy (default current)
 #   BENCH_IGGY_RECORDS    records per run of the iggy section (default 200000)
+#   BENCH_IGGY_DELAY      latency the double adds to every reply, e.g. 1ms for a
+#                         remote Iggy (default 0)
 #   KEEP_WORK=1           keep the work directory (logs, results) on success
 
 # Functions are called from traps and as "run_$target".
@@ -309,7 +311,8 @@ start_iggy() {
 	local deadline
 	port_open "${IGGY_ADDR##*:}" && die "port $IGGY_ADDR is already in use"
 	log "starting the Iggy test double (${BENCH_IGGY_DIALECT:-current}) on $IGGY_ADDR"
-	bin/iggy-double -addr "$IGGY_ADDR" -dialect "${BENCH_IGGY_DIALECT:-current}" >>"$WORK/iggy.log" 2>&1 </dev/null &
+	bin/iggy-double -addr "$IGGY_ADDR" -dialect "${BENCH_IGGY_DIALECT:-current}" -delay "${BENCH_IGGY_DELAY:-0}" \
+		>>"$WORK/iggy.log" 2>&1 </dev/null &
 	IGGY_PID=$!
 	deadline=$((SECONDS + 10))
 	until port_open "${IGGY_ADDR##*:}"; do

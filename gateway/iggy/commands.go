@@ -463,6 +463,9 @@ func DecodeGetTopicsReply(d Dialect, body []byte) ([]Topic, error) {
 	r := reader{b: body}
 	switch d {
 	case Current:
+		if len(body) == 0 {
+			return nil, nil // the released SDKs read an empty body as no topics
+		}
 		count := r.u32()
 		if r.err != nil {
 			return nil, r.err

@@ -70,7 +70,7 @@ type Conn struct {
 	timeout time.Duration
 	client  [16]byte
 	session uint64
-	reqID   uint64 // last metadata request id (§2)
+	reqID   uint64 // last replicated request id (§2)
 	user    LoginReply
 
 	mu     sync.Mutex
@@ -292,16 +292,21 @@ func (c *Conn) deadline(ctx context.Context) func() {
 	return func() { stop() }
 }
 
-// requestID picks the header request id for req (§2).
+// requestID picks the header request id for req (§2). Every replicated
+// op (logout, metadata, and the partition ops SendMessages and the
+// consumer-offset writes) takes a new id from one sequence, as the
+// released 0.11 SDKs do: a 0.9 server dedups partition writes by request
+// id, so a reused id would be taken for a replay and not appended.
+// Non-replicated ops carry the current id, which the server ignores.
 func (c *Conn) requestID(req Request) uint64 {
-	switch {
-	case req.Operation == OpRegister:
+	switch req.Operation {
+	case OpRegister:
 		return 0
-	case req.Operation == OpLogout || (req.Operation >= 128 && req.Operation < 160):
-		c.reqID++
-		return c.reqID
+	case OpNonReplicated:
+		return max(c.reqID, 1)
 	}
-	return max(c.reqID, 1)
+	c.reqID++
+	return c.reqID
 }
 
 // Do sends req and waits for its reply, resending after a transient
@@ -337,6 +342,16 @@ func (c *Conn) Do(ctx context.Context, req Request) (*Reply, error) {
 			}
 			return nil, err
 		}
+		if c.dialect == Current && transientStatus(r.Status) {
+			// The same frame again, as for a transient result below: the
+			// server dedups by request id, so a replay cannot apply twice.
+			select {
+			case <-time.After(transientRetryDelay):
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if err := r.Err(); err != nil {
 			if r.Eviction != nil {
 				c.fail(err)
@@ -360,6 +375,11 @@ func (c *Conn) Do(ctx context.Context, req Request) (*Reply, error) {
 		return r, nil
 	}
 }
+
+// transientStatus reports the transient codes (57 TransientNotCommitted,
+// 58 TransientNotAccepted) when a 0.9 server puts them in the reply
+// status rather than in a result section.
+func transientStatus(status uint32) bool { return status == 57 || status == 58 }
 
 // resultFramed reports whether the Current reply to req starts with a
 // result section (§3).

@@ -15,9 +15,6 @@ var (
 	ErrFrameTooLarge = errors.New("iggy: frame too large")
 	// ErrInvalidArgument: a request cannot be encoded as given.
 	ErrInvalidArgument = errors.New("iggy: invalid argument")
-	// ErrEmptySendReply: a current-dialect SendMessages reply with status 0
-	// and an empty body (§3); treat the session as dead.
-	ErrEmptySendReply = errors.New("iggy: empty SendMessages reply")
 	// ErrEvicted is wrapped by every *EvictionError.
 	ErrEvicted = errors.New("iggy: session evicted")
 	// ErrServer is wrapped by every *Error.

@@ -287,8 +287,10 @@ type SendConfirmation struct {
 }
 
 // DecodeSendMessagesReply decodes a successful SendMessages reply. Legacy
-// replies are empty and return no confirmations. A Current reply with an
-// empty body is ErrEmptySendReply (§3).
+// replies are empty and return no confirmations. So does a Current reply
+// with an empty body: a 0.9 server answers so a request it has already
+// committed (a replay of the same request id), as the released 0.11 SDKs
+// document; the caller has to find the offsets another way.
 func DecodeSendMessagesReply(d Dialect, body []byte) ([]SendConfirmation, error) {
 	switch d {
 	case Legacy:
@@ -298,7 +300,7 @@ func DecodeSendMessagesReply(d Dialect, body []byte) ([]SendConfirmation, error)
 		return nil, nil
 	case Current:
 		if len(body) == 0 {
-			return nil, ErrEmptySendReply
+			return nil, nil
 		}
 		r := reader{b: body}
 		n := r.u32()

@@ -543,6 +543,34 @@ func TestIggyDownAndBack(t *testing.T) {
 
 // TestIggySlow: a server slower than the request timeout gives
 // REQUEST_TIMED_OUT to Produce and KAFKA_STORAGE_ERROR to Fetch.
+// TestSendOutcomeUnknown: a 0.9 server that applied a send but answered
+// 57 TransientNotCommitted gets the same request again, answers it as a
+// duplicate (empty body), and the produce still succeeds with the right
+// offsets and no record twice.
+func TestSendOutcomeUnknown(t *testing.T) {
+	h := newHarness(t, iggy.Current)
+	h.create("unknown", 1, nil)
+	if r := h.produce("unknown", 0, batch(t, plain, records.Record{Value: []byte("first")})); r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("first produce: offset %d, %v", r.BaseOffset, r.Err)
+	}
+	h.srv.FailSendsAfterCommit(1)
+	r := h.produce("unknown", 0, batch(t, plain, records.Record{Value: []byte("second")}, records.Record{Value: []byte("third")}))
+	if r.Err != nil || r.BaseOffset != 1 {
+		t.Fatalf("produce answered 57 then replayed: offset %d, %v", r.BaseOffset, r.Err)
+	}
+	if r := h.produce("unknown", 0, batch(t, plain, records.Record{Value: []byte("fourth")})); r.Err != nil || r.BaseOffset != 3 {
+		t.Fatalf("next produce: offset %d, %v", r.BaseOffset, r.Err)
+	}
+	got, _ := h.readAll("unknown", 0, 0)
+	var values []string
+	for _, rec := range got {
+		values = append(values, string(rec.Value))
+	}
+	if fmt.Sprint(values) != "[first second third fourth]" {
+		t.Fatalf("log holds %q", values)
+	}
+}
+
 func TestIggySlow(t *testing.T) {
 	h := newHarness(t, iggy.Current, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
 	h.create("slow", 1, nil)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -185,7 +186,16 @@ func (p *partition) send(round []*sendItem) {
 	if dialect == iggy.Current && len(conf) > 0 {
 		base = int64(conf[0].BaseOffset)
 	} else {
+		// Legacy replies carry no offsets; a Current reply carries none when
+		// it answers a replay of a send that had committed (after a
+		// transient 57).
 		base = p.locate(ctx, stream, topicID, msgs[0].ID, len(msgs))
+		if base < 0 && dialect == iggy.Current {
+			err := fmt.Errorf("iggy acknowledged a replayed send whose messages cannot be found")
+			b.noteError("send", t.name, p.index, err)
+			fail(kerr.RequestTimedOut)
+			return
+		}
 	}
 	start, _, _ := p.bounds()
 	off := base

@@ -41,6 +41,7 @@ func main() {
 	user := flag.String("user", "iggy", "root username")
 	password := flag.String("password", "iggy", "root password")
 	verbose := flag.Bool("v", false, "log connections and protocol events to stderr")
+	delay := flag.Duration("delay", 0, "added before every reply, as a network round trip to a remote Iggy would be")
 	flag.Var(&tokens, "token", "valid personal access token (repeatable or comma-separated)")
 	flag.Parse()
 
@@ -67,6 +68,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "iggydouble:", err)
 		os.Exit(1)
 	}
+	srv.SetDelay(*delay)
 	fmt.Printf("iggy double (%s) listening on %s\n", d, srv.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -92,18 +92,18 @@ func loggedIn(t *testing.T, srv *iggytest.Server) *client {
 	return c
 }
 
-// frame encodes req the way kgate's client does: request ids advance for
-// logout and metadata ops, partition and read ops reuse the current one.
+// frame encodes req the way kgate's client does: every replicated op takes
+// a new request id; non-replicated ops carry the current one.
 func (c *client) frame(req iggy.Request) []byte {
 	c.t.Helper()
 	var id uint64
-	switch {
-	case req.Operation == iggy.OpRegister:
-	case req.Operation == iggy.OpLogout || (req.Operation >= 128 && req.Operation < 160):
+	switch req.Operation {
+	case iggy.OpRegister:
+	case iggy.OpNonReplicated:
+		id = max(c.req, 1)
+	default:
 		c.req++
 		id = c.req
-	default:
-		id = max(c.req, 1)
 	}
 	f, err := req.Frame(c.d, iggy.RequestHeader{Client: c.id, Request: id, Session: c.session})
 	if err != nil {

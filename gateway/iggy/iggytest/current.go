@@ -160,8 +160,17 @@ func (s *Server) handleCurrent(c *conn, hdr, body []byte) (reply []byte, closeAf
 	}
 	if rq.operation == opLogout {
 		c.setSession(0)
-		c.lastReq, c.lastReply = 0, nil
+		c.lastReq, c.lastReply, c.lastSend = 0, nil, 0
 		return s.replyFrame(rq, 0, 0, nil, 0), false, false
+	}
+	if rq.operation == opSendMessages {
+		// Partition dedup by request id, as the released 0.9 server does
+		// (iggy_binary_protocol 0.11.0): an id at or below the session's last
+		// send is a replay, answered with an empty body and not appended.
+		if rq.request <= c.lastSend {
+			return s.replyFrame(rq, session, 0, nil, 0), false, false
+		}
+		c.lastSend = rq.request
 	}
 
 	metadata := rq.operation >= 128 && rq.operation < 160
@@ -192,7 +201,11 @@ func (s *Server) handleCurrent(c *conn, hdr, body []byte) (reply []byte, closeAf
 		s.mu.Unlock()
 	}
 	if rq.operation == opSendMessages {
-		reply = s.replyFrame(rq, session, out.status|out.result, out.body, commit)
+		status := out.status | out.result
+		if status == 0 && s.transientAfterCommit.Load() > 0 && s.transientAfterCommit.Add(-1) >= 0 {
+			status = codeTransientNotCommitted // applied, but the client is told the outcome is unknown
+		}
+		reply = s.replyFrame(rq, session, status, out.body, commit)
 	} else if out.status != 0 {
 		reply = s.replyFrame(rq, session, out.status, nil, commit)
 	} else {
@@ -323,7 +336,7 @@ func (s *Server) currentLogin(c *conn, rq currentRequest, l loginRequest, ok boo
 	s.logins++
 	c.session = session
 	s.mu.Unlock()
-	c.lastReq, c.lastReply = 0, nil
+	c.lastReq, c.lastReply, c.lastSend = 0, nil, 0
 	w := &bwriter{}
 	w.u32(0) // root user id
 	w.u64(session)

@@ -240,7 +240,7 @@ func TestConcurrentClients(t *testing.T) {
 					c.session = lr.Session
 					for i := 0; i < batches; i++ {
 						req, _ := iggy.SendMessages(d, s0, t0, iggy.ToPartition(uint32(w)), testMessages(uint64(i), 3, "c"))
-						f, _ := req.Frame(d, iggy.RequestHeader{Client: c.id, Request: 1, Session: c.session})
+						f, _ := req.Frame(d, iggy.RequestHeader{Client: c.id, Request: uint64(i + 1), Session: c.session})
 						if _, err := nc.Write(f); err != nil {
 							return err
 						}

@@ -450,3 +450,51 @@ func TestHelpers(t *testing.T) {
 		}
 	})
 }
+
+// TestSendDedup: the current dialect dedups SendMessages by request id, as
+// the released 0.9 server does: a replay (an id at or below the session's
+// last send) gets an empty body and appends nothing.
+func TestSendDedup(t *testing.T) {
+	srv := start(t, iggy.Current)
+	c := loggedIn(t, srv)
+	createStream(t, c, "s")
+	createTopic(t, c, s0, iggy.TopicConfig{Name: "t", PartitionsCount: 1})
+	sendID := func(id uint64, tag string) *iggy.Reply {
+		req := must[iggy.Request](t)(iggy.SendMessages(iggy.Current, s0, t0, iggy.ToPartition(0), testMessages(1, 1, tag)))
+		f := must[[]byte](t)(req.Frame(iggy.Current, iggy.RequestHeader{Client: c.id, Request: id, Session: c.session}))
+		c.write(f)
+		r, err := c.read(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 0 {
+			t.Fatalf("send %d: status %d", id, r.Status)
+		}
+		return r
+	}
+	if r := sendID(10, "a"); len(r.Body) == 0 {
+		t.Fatal("first send: empty reply")
+	}
+	for _, id := range []uint64{10, 9} {
+		if r := sendID(id, "dup"); len(r.Body) != 0 {
+			t.Fatalf("replayed id %d: reply of %d bytes, want the empty duplicate reply", id, len(r.Body))
+		}
+	}
+	if r := sendID(11, "b"); len(r.Body) == 0 {
+		t.Fatal("next send: empty reply")
+	}
+	expectOffsets(t, pollMsgs(t, c, iggy.Poll{Stream: s0, Topic: t0, Partition: iggy.Partition(0), Kind: iggy.PollOffset, Count: 10}), 0, 1)
+
+	// A send applied but answered 57, replayed: one copy.
+	srv.FailSendsAfterCommit(1)
+	req := must[iggy.Request](t)(iggy.SendMessages(iggy.Current, s0, t0, iggy.ToPartition(0), testMessages(1, 1, "c")))
+	f := must[[]byte](t)(req.Frame(iggy.Current, iggy.RequestHeader{Client: c.id, Request: 12, Session: c.session}))
+	for i, want := range []uint32{57, 0} {
+		c.write(f)
+		r, err := c.read(5 * time.Second)
+		if err != nil || r.Status != want || len(r.Body) != 0 {
+			t.Fatalf("attempt %d: status %d, %d bytes, %v; want status %d, empty", i, r.Status, len(r.Body), err, want)
+		}
+	}
+	expectOffsets(t, pollMsgs(t, c, iggy.Poll{Stream: s0, Topic: t0, Partition: iggy.Partition(0), Kind: iggy.PollOffset, Count: 10}), 0, 1, 2)
+}

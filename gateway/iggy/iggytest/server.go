@@ -46,6 +46,8 @@ type Server struct {
 	delay atomic.Int64   // time.Duration
 	hang  atomic.Bool
 
+	transientAfterCommit atomic.Int64 // SendMessages still to answer 57 after applying them
+
 	dmu  sync.Mutex // guards data
 	data *store
 }
@@ -209,6 +211,12 @@ func (s *Server) EvictAll(reason iggy.EvictionReason) {
 // SetDelay delays every reply by d (a slow server); 0 = none.
 func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(max(d, 0))) }
 
+// FailSendsAfterCommit makes the next n current-dialect SendMessages be
+// applied but answered with status 57 TransientNotCommitted, as a 0.9
+// server does when a view change hides whether a write committed. A replay
+// of the same request id then gets the empty reply of a duplicate.
+func (s *Server) FailSendsAfterCommit(n int) { s.transientAfterCommit.Store(int64(n)) }
+
 // SetHang makes the double read requests but never answer (nor execute)
 // them while hang is true. Requests are still counted.
 func (s *Server) SetHang(hang bool) { s.hang.Store(hang) }
@@ -286,6 +294,7 @@ type conn struct {
 	// handler goroutine only: metadata-op dedup of the current session (§2)
 	lastReq   uint64
 	lastReply []byte
+	lastSend  uint64 // request id of the session's last SendMessages
 }
 
 func (c *conn) run() {

@@ -40,6 +40,7 @@ const (
 	codeTooSmallMessage        uint32 = 4037
 	codeInvalidBatchChecksum   uint32 = 4039
 	codeUnsupportedOptionKey   uint32 = 4041
+	codeTransientNotCommitted  uint32 = 57
 	codeInvalidOptionValue     uint32 = 4042
 	codeOptionsBlockTooLarge   uint32 = 4043
 	codeInvalidOffset          uint32 = 4100
