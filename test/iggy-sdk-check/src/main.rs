@@ -130,6 +130,30 @@ async fn produce(
     );
 }
 
+async fn poll(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    strategy: &PollingStrategy,
+    count: u32,
+) -> PolledMessages {
+    must(
+        client
+            .poll_messages(
+                &id(stream),
+                &id(topic),
+                Some(FIRST_PARTITION + partition),
+                &Consumer::default(),
+                strategy,
+                count,
+                false,
+            )
+            .await,
+        "poll_messages",
+    )
+}
+
 async fn poll_all(
     client: &IggyClient,
     stream: &str,
@@ -137,27 +161,21 @@ async fn poll_all(
     partition: u32,
     count: u32,
 ) -> Vec<IggyMessage> {
-    let consumer = Consumer::default();
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while (out.len() as u32) < count {
         ensure(std::time::Instant::now() < deadline, || {
             format!("timed out: {} of {count} messages", out.len())
         });
-        let polled = must(
-            client
-                .poll_messages(
-                    &id(stream),
-                    &id(topic),
-                    Some(FIRST_PARTITION + partition),
-                    &consumer,
-                    &PollingStrategy::offset(out.len() as u64),
-                    count - out.len() as u32,
-                    false,
-                )
-                .await,
-            "poll_messages",
-        );
+        let polled = poll(
+            client,
+            stream,
+            topic,
+            partition,
+            &PollingStrategy::offset(out.len() as u64),
+            count - out.len() as u32,
+        )
+        .await;
         for m in &polled.messages {
             // Iggy applications parse headers; a block they refuse is a defect.
             must(m.user_headers_map(), "user headers");
@@ -270,20 +288,7 @@ async fn check(client: &IggyClient) {
             5,
         ),
     ] {
-        let polled = must(
-            client
-                .poll_messages(
-                    &id(&stream),
-                    &id(topic),
-                    Some(FIRST_PARTITION + 1),
-                    &consumer,
-                    &strategy,
-                    1,
-                    false,
-                )
-                .await,
-            "poll_messages",
-        );
+        let polled = poll(client, &stream, topic, 1, &strategy, 1).await;
         ensure(polled.current_offset == 5, || {
             format!("poll {name}: current offset {}", polled.current_offset)
         });
@@ -292,20 +297,7 @@ async fn check(client: &IggyClient) {
             format!("poll {name}: offset {got:?}, want {want}")
         });
     }
-    let empty = must(
-        client
-            .poll_messages(
-                &id(&stream),
-                &id(topic),
-                Some(FIRST_PARTITION + 1),
-                &consumer,
-                &PollingStrategy::offset(6),
-                10,
-                false,
-            )
-            .await,
-        "poll_messages past the end",
-    );
+    let empty = poll(client, &stream, topic, 1, &PollingStrategy::offset(6), 10).await;
     ensure(empty.messages.is_empty(), || {
         "poll past the end returned messages".into()
     });
