@@ -138,7 +138,7 @@ func DecodeLoginReply(d Dialect, body []byte) (LoginReply, error) {
 		out.Session = r.u64()
 		out.ServerProtocolVersion = r.u32()
 		out.ServerVersion = r.wireName()
-		return out, r.done()
+		return out, r.end(d)
 	case Legacy:
 		r := reader{b: body}
 		out.UserID = r.u32()
@@ -198,7 +198,7 @@ func DecodeCreateStreamReply(d Dialect, body []byte) (Stream, error) {
 	}
 	r := reader{b: p}
 	s := decodeStream(d, &r)
-	return s, r.done()
+	return s, r.end(d)
 }
 
 // GetStreams encodes code 201.
@@ -391,7 +391,7 @@ func decodeTopicDetails(d Dialect, p []byte) (TopicDetails, error) {
 	if r.err != nil {
 		return TopicDetails{}, r.err
 	}
-	if uint64(td.PartitionsCount)*partitionSize != uint64(r.remaining()) {
+	if need := uint64(td.PartitionsCount) * partitionSize; need > uint64(r.remaining()) || d == Legacy && need != uint64(r.remaining()) {
 		return TopicDetails{}, fmt.Errorf("%w: %d partitions need %d bytes, have %d",
 			ErrMalformed, td.PartitionsCount, uint64(td.PartitionsCount)*partitionSize, r.remaining())
 	}
@@ -405,7 +405,7 @@ func decodeTopicDetails(d Dialect, p []byte) (TopicDetails, error) {
 		pi.SizeBytes = r.u64()
 		pi.MessagesCount = r.u64()
 	}
-	return td, r.done()
+	return td, r.end(d)
 }
 
 // DecodeCreateTopicReply decodes TopicHeader + Partition × n.
@@ -477,7 +477,7 @@ func DecodeGetTopicsReply(d Dialect, body []byte) ([]Topic, error) {
 		for i := uint32(0); i < count && r.err == nil; i++ {
 			out = append(out, decodeTopic(d, &r))
 		}
-		if err := r.done(); err != nil {
+		if err := r.end(d); err != nil {
 			return nil, err
 		}
 		return out, nil
@@ -608,7 +608,7 @@ func DecodeGetConsumerOffsetReply(d Dialect, body []byte) (co ConsumerOffset, fo
 	co.PartitionID = r.u32()
 	co.CurrentOffset = r.u64()
 	co.StoredOffset = r.u64()
-	if err := r.done(); err != nil {
+	if err := r.end(d); err != nil {
 		return ConsumerOffset{}, false, err
 	}
 	return co, true, nil

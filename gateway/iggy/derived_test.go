@@ -535,3 +535,43 @@ func TestUpdateTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCurrentRepliesTolerateTrailingBytes: like the released 0.11 SDKs
+// (decode_from), the current dialect's fixed-shape replies ignore bytes
+// after the fields we know, so a server may add fields; legacy replies
+// are still consumed exactly.
+func TestCurrentRepliesTolerateTrailingBytes(t *testing.T) {
+	const extra = " de ad be ef"
+	lr, err := DecodeLoginReply(Current, hx(t, "00000000 00000000 07 00*7 00 2c 00 00 01 31"+extra))
+	if err != nil || lr.Session != 7 || lr.ServerVersion != "1" {
+		t.Fatal(err, lr)
+	}
+	stream := "03000000 10 00*7 00000000 00*8 00*8 05 6b 67 61 74 65"
+	if s, err := DecodeCreateStreamReply(Current, hx(t, "00000000 "+stream+" 00000000"+extra)); err != nil || s.Name != "kgate" {
+		t.Fatal(err, s)
+	}
+	cur := topicHead + " " + topicTail + " 00000000 00000000"
+	if td, found, err := DecodeGetTopicReply(Current, hx(t, cur+" "+partition0+extra)); !found || err != nil || len(td.Partitions) != 1 {
+		t.Fatal(found, err, td)
+	}
+	if ts, err := DecodeGetTopicsReply(Current, hx(t, "01000000 "+cur+extra)); err != nil || len(ts) != 1 {
+		t.Fatal(err, ts)
+	}
+	if co, found, err := DecodeGetConsumerOffsetReply(Current, hx(t, "01000000 05 00*7 04 00*7"+extra)); !found || err != nil || co.StoredOffset != 4 {
+		t.Fatal(found, err, co)
+	}
+	if conf, err := DecodeSendMessagesReply(Current, hx(t, "01000000 00000000 00000000 00000000 29 00*7"+extra)); err != nil || len(conf) != 1 || conf[0].BaseOffset != 41 {
+		t.Fatal(err, conf)
+	}
+	// Too short is still an error, and legacy replies must match exactly.
+	if _, _, err := DecodeGetTopicReply(Current, hx(t, cur+" 00000000")); err == nil {
+		t.Fatal("a partition cut short decoded")
+	}
+	if _, err := DecodeCreateStreamReply(Legacy, hx(t, stream+extra)); !errors.Is(err, ErrMalformed) {
+		t.Fatal(err)
+	}
+	leg := topicHead + " 01 " + topicTail
+	if _, _, err := DecodeGetTopicReply(Legacy, hx(t, leg+" "+partition0+extra)); !errors.Is(err, ErrMalformed) {
+		t.Fatal(err)
+	}
+}

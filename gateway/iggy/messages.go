@@ -304,14 +304,14 @@ func DecodeSendMessagesReply(d Dialect, body []byte) ([]SendConfirmation, error)
 		}
 		r := reader{b: body}
 		n := r.u32()
-		if r.err == nil && uint64(n)*20 != uint64(r.remaining()) {
+		if r.err == nil && uint64(n)*20 > uint64(r.remaining()) {
 			return nil, fmt.Errorf("%w: %d confirmations in %d bytes", ErrMalformed, n, r.remaining())
 		}
 		out := make([]SendConfirmation, n)
 		for i := range out {
 			out[i] = SendConfirmation{StreamID: r.u32(), TopicID: r.u32(), PartitionID: r.u32(), BaseOffset: r.u64()}
 		}
-		if err := r.done(); err != nil {
+		if err := r.end(d); err != nil {
 			return nil, err
 		}
 		return out, nil

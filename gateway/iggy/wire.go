@@ -110,6 +110,17 @@ func (r *reader) done() error {
 	return r.err
 }
 
+// end finishes a reply decode. Current replies may carry bytes after the
+// fields we know: the released 0.11 SDKs ignore them (decode_from), so a
+// server may add fields without a protocol bump. Legacy servers are final,
+// and their replies must be consumed exactly.
+func (r *reader) end(d Dialect) error {
+	if d == Current {
+		return r.err
+	}
+	return r.done()
+}
+
 func checkName(what, s string) error {
 	if len(s) < 1 || len(s) > 255 {
 		return fmt.Errorf("%w: %s must be 1..255 bytes, got %d", ErrInvalidArgument, what, len(s))
