@@ -18,12 +18,14 @@ deps:
 	./scripts/install-test-deps.sh
 
 # The Iggy tier: the client scenarios and consumer-group tests again, on a
-# three-node cluster with --backend iggy against the Iggy test double.
+# three-node cluster with --backend iggy against the Iggy test double, in
+# each dialect.
 IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy
 
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...
 	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/
+	KGATE_E2E_BACKEND=iggy KGATE_E2E_IGGY_DIALECT=legacy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/
 	$(MAKE) fuzz
 
 # Only the Iggy tier (KGATE_E2E_IGGY_DIALECT=legacy for the legacy dialect,
