@@ -105,23 +105,24 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 	}
 	maxBytes = min(maxBytes, int(s.cfg.MaxFrameBytes)-1024)
 	self := s.cluster.Self().ID
-	names := make([]string, len(req.Topics))
+	var reads []partitionRead
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for i, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		names[i] = rt.Topic
+		name := rt.Topic
 		topicErr := int16(0)
 		if req.Version >= 13 {
 			if n, ok := s.backend.TopicName(rt.TopicID); ok {
-				names[i] = n
+				name = n
 			} else {
 				topicErr = kerr.UnknownTopicID.Code
 			}
 		}
+		// Sized up front: reads point into this array.
 		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
-		for _, rp := range rt.Partitions {
+		for j, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
@@ -129,7 +130,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			sp.RecordBatches = []byte{} // librdkafka rejects a null record set
 			sp.ErrorCode = topicErr
 			if topicErr == 0 {
-				switch leader, ok := s.backend.PartitionLeader(names[i], rp.Partition); {
+				switch leader, ok := s.backend.PartitionLeader(name, rp.Partition); {
 				case !ok:
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				case leader != self:
@@ -137,25 +138,18 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-
-	var reads []partitionRead
-	for i := range resp.Topics {
-		for j := range resp.Topics[i].Partitions {
-			sp := &resp.Topics[i].Partitions[j]
 			if sp.ErrorCode != 0 {
 				continue
 			}
-			r := partitionRead{topic: names[i], rp: &req.Topics[i].Partitions[j], sp: sp}
+			r := partitionRead{topic: name, rp: &req.Topics[i].Partitions[j], sp: &st.Partitions[j]}
 			// Take the wake-up channel before reading so an append in
 			// between still wakes us.
-			if ch, err := s.backend.Watch(r.topic, r.rp.Partition); err == nil {
+			if ch, err := s.backend.Watch(name, rp.Partition); err == nil {
 				r.watch = ch
 			}
 			reads = append(reads, r)
 		}
+		resp.Topics = append(resp.Topics, st)
 	}
 	s.readPartitions(ctx, reads, maxBytes)
 

@@ -342,9 +342,18 @@ func (c *Conn) Do(ctx context.Context, req Request) (*Reply, error) {
 			}
 			return nil, err
 		}
-		if c.dialect == Current && transientStatus(r.Status) {
-			// The same frame again, as for a transient result below: the
-			// server dedups by request id, so a replay cannot apply twice.
+		err = r.Err()
+		if err == nil && c.dialect == Current && resultFramed(req) {
+			_, err = splitResult(r.Body)
+		}
+		if err == nil {
+			return r, nil
+		}
+		// A transient code (57/58), in the reply status or in a result
+		// section, gets the same frame again: the server dedups by request
+		// id, so a replay cannot apply twice.
+		var ie *Error
+		if c.dialect == Current && errors.As(err, &ie) && ie.Transient() {
 			select {
 			case <-time.After(transientRetryDelay):
 				continue
@@ -352,34 +361,12 @@ func (c *Conn) Do(ctx context.Context, req Request) (*Reply, error) {
 				return nil, ctx.Err()
 			}
 		}
-		if err := r.Err(); err != nil {
-			if r.Eviction != nil {
-				c.fail(err)
-			}
-			return nil, err
+		if r.Eviction != nil {
+			c.fail(err)
 		}
-		if c.dialect == Current && resultFramed(req) {
-			if _, err := splitResult(r.Body); err != nil {
-				var ie *Error
-				if errors.As(err, &ie) && ie.Transient() {
-					select {
-					case <-time.After(transientRetryDelay):
-						continue
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					}
-				}
-				return nil, err
-			}
-		}
-		return r, nil
+		return nil, err
 	}
 }
-
-// transientStatus reports the transient codes (57 TransientNotCommitted,
-// 58 TransientNotAccepted) when a 0.9 server puts them in the reply
-// status rather than in a result section.
-func transientStatus(status uint32) bool { return status == 57 || status == 58 }
 
 // resultFramed reports whether the Current reply to req starts with a
 // result section (§3).
