@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
-	adm := admin.New(cfg.AdminAddr, node, state, log)
+	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Logger: log})
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}

@@ -14,31 +14,52 @@ import (
 
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/internal/version"
 )
+
+// Config is what the admin server reads from.
+type Config struct {
+	Addr    string
+	Node    *cluster.Node
+	State   *fsm.FSM
+	Backend gateway.Backend // topics and their offsets, whichever backend holds them
+	Logger  *slog.Logger
+}
 
 // Server is the admin HTTP listener.
 type Server struct {
-	node  *cluster.Node
-	state *fsm.FSM
-	log   *slog.Logger
-	srv   *http.Server
-	ln    net.Listener
+	node    *cluster.Node
+	state   *fsm.FSM
+	backend gateway.Backend
+	log     *slog.Logger
+	srv     *http.Server
+	ln      net.Listener
 }
 
 // New makes the admin server for a node.
-func New(addr string, node *cluster.Node, state *fsm.FSM, log *slog.Logger) *Server {
-	s := &Server{node: node, state: state, log: log}
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{node: cfg.Node, state: cfg.State, backend: cfg.Backend, log: cfg.Logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /v1/version", s.version)
 	mux.HandleFunc("GET /v1/cluster", s.cluster)
+	mux.HandleFunc("GET /v1/topics", s.topics)
 	mux.HandleFunc("GET /v1/groups", s.listGroups)
+	mux.HandleFunc("GET /v1/groups/{id}", s.group)
 	mux.HandleFunc("POST /v1/leave", s.leave)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
+
+// Addr is the bound address (after Listen).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Listen binds the address.
 func (s *Server) Listen() error {
@@ -68,6 +89,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, version.Get())
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -225,6 +225,15 @@ func (b *Backend) Offsets(_ context.Context, topic string, p int32) (int64, int6
 	return start, next, nil
 }
 
+// PartitionStorage reports a partition's bytes on disk and its segments.
+func (b *Backend) PartitionStorage(topic string, p int32) (int64, int, bool) {
+	part := b.fsm.Partition(topic, p)
+	if part == nil {
+		return 0, 0, false
+	}
+	return part.Log.Size(), len(part.Log.Segments()), true
+}
+
 // OffsetForTime finds the first record at or after ts.
 func (b *Backend) OffsetForTime(_ context.Context, topic string, p int32, ts int64) (int64, int64, error) {
 	part, err := b.partition(topic, p)
