@@ -43,6 +43,7 @@ require (
 	github.com/miekg/dns v1.1.72 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/mod v0.31.0 // indirect
 	golang.org/x/net v0.59.0 // indirect

@@ -59,15 +59,25 @@ func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
 
 func startGossip(n *Node) (*gossip, error) {
 	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), members: map[string]*member{}}
-	host, portStr, err := net.SplitHostPort(n.cfg.GossipAddr)
+	bind := n.cfg.GossipBindAddr
+	if bind == "" {
+		bind = n.cfg.GossipAddr
+	}
+	host, portStr, err := net.SplitHostPort(bind)
 	if err != nil {
 		return nil, fmt.Errorf("gossip addr: %w", err)
 	}
 	port, _ := strconv.Atoi(portStr)
+	// memberlist advertises an IP: a name (a Kubernetes pod's DNS name) is
+	// resolved once, here.
+	adv, err := net.ResolveTCPAddr("tcp", n.cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip advertise address: %w", err)
+	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = nodeName(n.cfg.NodeID)
 	mc.BindAddr, mc.BindPort = host, port
-	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	mc.AdvertiseAddr, mc.AdvertisePort = adv.IP.String(), adv.Port
 	mc.Delegate = g
 	mc.Events = g
 	mc.Alive = g
@@ -227,11 +237,20 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	switch {
 	case strings.Contains(line, "[ERR]"):
-		w.log.Error(line)
+		w.log.Error(memberlistMessage(line, "[ERR]"))
 	case strings.Contains(line, "[WARN]"):
-		w.log.Warn(line)
+		w.log.Warn(memberlistMessage(line, "[WARN]"))
 	}
 	return len(p), nil
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// memberlistMessage is the text of a memberlist log line after its level
+// tag and "memberlist: " prefix; slog adds its own level.
+func memberlistMessage(line, tag string) string {
+	if i := strings.Index(line, tag); i >= 0 {
+		line = strings.TrimSpace(line[i+len(tag):])
+	}
+	return strings.TrimPrefix(line, "memberlist: ")
+}

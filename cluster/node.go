@@ -30,9 +30,11 @@ import (
 type Config struct {
 	NodeID          int32
 	DataDir         string
-	RaftAddr        string // listen and advertise address of the Raft transport
+	RaftAddr        string // advertised address of the Raft transport (what other nodes dial)
+	RaftBindAddr    string // listen address of the Raft transport; "" is RaftAddr
 	KafkaAddr       string // advertised Kafka address of this node
-	GossipAddr      string // memberlist listen and advertise address; "" runs without gossip
+	GossipAddr      string // advertised memberlist address; "" runs without gossip
+	GossipBindAddr  string // memberlist listen address; "" is GossipAddr
 	AdminAddr       string // advertised in gossip for operators
 	Join            []string
 	BootstrapExpect int
@@ -117,7 +119,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
 	n.store = store
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	hlog := hclogFor(n.log, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
 		store.Close()
@@ -126,16 +128,20 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("raft addr: %w", err)
+		return nil, fmt.Errorf("raft advertise address: %w", err)
 	}
 	newTransport := cfg.transport
 	if newTransport == nil {
 		newTransport = tcpTransport
 	}
-	trans, err := newTransport(cfg.RaftAddr, addr, hlog)
+	bind := cfg.RaftBindAddr
+	if bind == "" {
+		bind = cfg.RaftAddr
+	}
+	trans, err := newTransport(bind, addr, hlog)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		return nil, fmt.Errorf("raft transport on %s (advertised as %s): %w", bind, cfg.RaftAddr, err)
 	}
 	n.trans = trans
 	logs, err := raft.NewLogCache(512, store)

@@ -3,42 +3,49 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // config is every flag of `kgate serve`. Each flag can also be set through
 // the environment as KGATE_<NAME> (upper case, '-' as '_'); flags win.
 type config struct {
-	NodeID             int
-	DataDir            string
-	KafkaAddr          string
-	AdvertiseKafkaAddr string
-	RaftAddr           string
-	GossipAddr         string
-	AdminAddr          string
-	Join               string
-	BootstrapExpect    int
-	Backend            string
-	AutoCreateTopics   bool
-	DefaultPartitions  int
-	MaxFrameBytes      int
-	MaxMessageBytes    int
-	MaxConnections     int
-	IdleTimeout        time.Duration
-	SegmentBytes       int64
-	RetentionCheck     time.Duration
-	RaftHeartbeat      time.Duration
-	RaftElection       time.Duration
-	RaftSnapshotEvery  uint64
-	RaftTrailingLogs   uint64
-	LogLevel           string
-	Fsync              bool
-	DeadNodeReapAfter  time.Duration
-	RejoinInterval     time.Duration
+	ConfigFile          string
+	AdvertiseRaftAddr   string
+	AdvertiseGossipAddr string
+	LogFormat           string
+	NodeID              int
+	DataDir             string
+	KafkaAddr           string
+	AdvertiseKafkaAddr  string
+	RaftAddr            string
+	GossipAddr          string
+	AdminAddr           string
+	Join                string
+	BootstrapExpect     int
+	Backend             string
+	AutoCreateTopics    bool
+	DefaultPartitions   int
+	MaxFrameBytes       int
+	MaxMessageBytes     int
+	MaxConnections      int
+	IdleTimeout         time.Duration
+	SegmentBytes        int64
+	RetentionCheck      time.Duration
+	RaftHeartbeat       time.Duration
+	RaftElection        time.Duration
+	RaftSnapshotEvery   uint64
+	RaftTrailingLogs    uint64
+	LogLevel            string
+	Fsync               bool
+	DeadNodeReapAfter   time.Duration
+	RejoinInterval      time.Duration
 
 	GroupInitialDelay time.Duration
 	GroupMinSession   time.Duration
@@ -67,12 +74,15 @@ type config struct {
 
 func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("kgate serve", flag.ContinueOnError)
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML file of flag values by flag name (flags and KGATE_* variables win over it)")
 	fs.IntVar(&c.NodeID, "node-id", 1, "this node's id, unique in the cluster (1..2147483647)")
 	fs.StringVar(&c.DataDir, "data-dir", "kgate-data", "directory for the Raft log, snapshots and partition logs")
 	fs.StringVar(&c.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listener address")
 	fs.StringVar(&c.AdvertiseKafkaAddr, "advertise-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
-	fs.StringVar(&c.RaftAddr, "raft-addr", "127.0.0.1:9093", "Raft transport address (listen and advertise)")
-	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:9094", "gossip (memberlist) address")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "127.0.0.1:9093", "Raft transport listen address")
+	fs.StringVar(&c.AdvertiseRaftAddr, "advertise-raft-addr", "", "Raft address other nodes dial (default: --raft-addr); a host name is kept as a name")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:9094", "gossip (memberlist, TCP and UDP) listen address")
+	fs.StringVar(&c.AdvertiseGossipAddr, "advertise-gossip-addr", "", "gossip address other nodes reach (default: --gossip-addr); a host name is resolved at start")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "127.0.0.1:9095", "admin HTTP address")
 	fs.StringVar(&c.Join, "join", "", "comma list of gossip addresses of existing nodes")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "number of nodes that bootstrap a new cluster together")
@@ -102,6 +112,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.DeadNodeReapAfter, "dead-node-reap-after", 72*time.Hour, "a failed node stays a Raft voter this long before the leader removes it")
 	fs.DurationVar(&c.RejoinInterval, "rejoin-interval", 30*time.Second, "how often the --join seeds are contacted again")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (one format for kgate's, Raft's and gossip's lines on stderr)")
 	fs.StringVar(&c.IggyAddr, "iggy-addr", "127.0.0.1:8090", "Iggy server TCP address (--backend iggy)")
 	fs.StringVar(&c.IggyUser, "iggy-user", "iggy", "Iggy user name")
 	fs.StringVar(&c.IggyPassword, "iggy-password", "iggy", "Iggy password")
@@ -118,15 +129,26 @@ func newFlagSet(c *config) *flag.FlagSet {
 	return fs
 }
 
-// parseConfig reads the environment, then the arguments, then checks every
-// value. Errors are one line naming the flag.
+// parseConfig reads the config file (--config or KGATE_CONFIG), then the
+// environment, then the arguments, and checks every value: a flag wins over
+// the environment, which wins over the file. Errors are one line naming the
+// flag (and the file or variable it came from).
 func parseConfig(args []string, environ func(string) (string, bool)) (*config, error) {
 	c := &config{}
 	fs := newFlagSet(c)
+	file := configFileArg(args)
+	if file == "" {
+		file, _ = environ("KGATE_CONFIG")
+	}
+	if file != "" {
+		if err := loadConfigFile(fs, file); err != nil {
+			return nil, err
+		}
+	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		key := "KGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := environ(key); ok && envErr == nil {
+		key := envName(f.Name)
+		if v, ok := environ(key); ok && envErr == nil && f.Name != "config" {
 			if err := fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("invalid value %q for --%s (from %s): %v", v, f.Name, key, err)
 			}
@@ -145,6 +167,83 @@ func parseConfig(args []string, environ func(string) (string, bool)) (*config, e
 	return c, c.validate()
 }
 
+// envName is the environment variable of a flag: KGATE_ + its name in upper
+// case with '-' as '_'.
+func envName(flagName string) string {
+	return "KGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// configFileArg finds --config in the arguments before they are parsed, so
+// the file can be applied first and the other flags override it.
+func configFileArg(args []string) string {
+	scratch := newFlagSet(&config{})
+	scratch.SetOutput(io.Discard)
+	if scratch.Parse(args) != nil {
+		return "" // the real parse reports the error
+	}
+	return scratch.Lookup("config").Value.String()
+}
+
+// loadConfigFile sets flags from a YAML mapping of flag names to values.
+// A list is accepted where the flag takes a comma list (join). Unknown keys
+// stop start-up: a misspelt key silently ignored is a setting that never
+// applied.
+func loadConfigFile(fs *flag.FlagSet, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %v", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("--config %s: %v", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil // an empty file sets nothing
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("--config %s: must be a mapping of flag names to values", path)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		name := k.Value
+		where := fmt.Sprintf("%s line %d", path, k.Line)
+		if fs.Lookup(name) == nil || name == "config" {
+			return fmt.Errorf("unknown key %q in %s (keys are kgate serve's flag names)", name, where)
+		}
+		if seen[name] {
+			return fmt.Errorf("key %q set twice in %s", name, where)
+		}
+		seen[name] = true
+		val, err := scalarOrList(v)
+		if err != nil {
+			return fmt.Errorf("invalid value for --%s in %s: %v", name, where, err)
+		}
+		if err := fs.Set(name, val); err != nil {
+			return fmt.Errorf("invalid value %q for --%s in %s: %v", val, name, where, err)
+		}
+	}
+	return nil
+}
+
+func scalarOrList(v *yaml.Node) (string, error) {
+	switch v.Kind {
+	case yaml.ScalarNode:
+		return v.Value, nil
+	case yaml.SequenceNode:
+		items := make([]string, 0, len(v.Content))
+		for _, it := range v.Content {
+			if it.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("a list may hold only plain values")
+			}
+			items = append(items, it.Value)
+		}
+		return strings.Join(items, ","), nil
+	}
+	return "", fmt.Errorf("must be a plain value or a list")
+}
+
 func (c *config) validate() error {
 	if c.NodeID < 1 || c.NodeID > 1<<31-1 {
 		return fmt.Errorf("invalid value %d for --node-id: must be 1..2147483647", c.NodeID)
@@ -152,15 +251,35 @@ func (c *config) validate() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("invalid value for --data-dir: must not be empty")
 	}
-	if c.AdvertiseKafkaAddr == "" {
-		c.AdvertiseKafkaAddr = c.KafkaAddr
-	}
 	for _, a := range []struct{ name, v string }{
 		{"kafka-addr", c.KafkaAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
-		{"admin-addr", c.AdminAddr}, {"advertise-kafka-addr", c.AdvertiseKafkaAddr},
+		{"admin-addr", c.AdminAddr},
 	} {
 		if err := checkHostPort(a.v); err != nil {
 			return fmt.Errorf("invalid value %q for --%s: %v", a.v, a.name, err)
+		}
+	}
+	// An address that binds every interface cannot be handed to others:
+	// the matching --advertise-* flag must name one.
+	for _, a := range []struct {
+		name, listen string
+		adv          *string
+	}{
+		{"kafka-addr", c.KafkaAddr, &c.AdvertiseKafkaAddr}, {"raft-addr", c.RaftAddr, &c.AdvertiseRaftAddr},
+		{"gossip-addr", c.GossipAddr, &c.AdvertiseGossipAddr},
+	} {
+		if *a.adv == "" {
+			if unspecifiedHost(a.listen) {
+				return fmt.Errorf("--%s %s binds every interface: set --advertise-%s to an address other nodes and clients can reach", a.name, a.listen, a.name)
+			}
+			*a.adv = a.listen
+			continue
+		}
+		if err := checkHostPort(*a.adv); err != nil {
+			return fmt.Errorf("invalid value %q for --advertise-%s: %v", *a.adv, a.name, err)
+		}
+		if unspecifiedHost(*a.adv) {
+			return fmt.Errorf("invalid value %q for --advertise-%s: must be an address others can reach, not a wildcard", *a.adv, a.name)
 		}
 	}
 	if c.Join != "" {
@@ -252,6 +371,11 @@ func (c *config) validate() error {
 	default:
 		return fmt.Errorf("invalid value %q for --log-level: must be debug, info, warn or error", c.LogLevel)
 	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("invalid value %q for --log-format: must be text or json", c.LogFormat)
+	}
 	return nil
 }
 
@@ -308,6 +432,20 @@ func (c *config) joinList() []string {
 		}
 	}
 	return out
+}
+
+// unspecifiedHost reports whether a host:port binds every interface
+// (0.0.0.0, ::, or an empty host).
+func unspecifiedHost(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 func checkHostPort(v string) error {

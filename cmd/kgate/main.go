@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,11 +24,38 @@ import (
 	"github.com/kgate/kgate/gateway/embedded"
 	"github.com/kgate/kgate/gateway/iggy"
 	"github.com/kgate/kgate/gateway/iggybackend"
+	"github.com/kgate/kgate/internal/version"
 )
 
+const usage = `usage: kgate <command> [flags]
+
+  serve              run a node (kgate serve -h lists its flags)
+  version            print this binary's version
+  status             the cluster: leader and nodes          (kgate status -h)
+  topics             topics and partitions
+  groups [GROUP]     consumer groups; one group's members, assignment and lag
+  leave NODE         make a node leave the cluster gracefully
+  snapshot save FILE     copy a Raft snapshot out of a running node
+  snapshot restore FILE  seed a new node's empty data directory from one
+`
+
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: kgate serve [flags]   (kgate serve -h lists them)")
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "serve":
+	case "version", "--version", "-version":
+		os.Exit(runVersion(os.Stdout))
+	case "-h", "--help", "help":
+		fmt.Fprint(os.Stdout, usage)
+		os.Exit(0)
+	default:
+		if run, ok := commands[os.Args[1]]; ok {
+			os.Exit(run(os.Args[2:], os.Stdout, os.Stderr))
+		}
+		fmt.Fprintf(os.Stderr, "kgate: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
 	cfg, err := parseConfig(os.Args[2:], os.LookupEnv)
@@ -47,9 +75,8 @@ func main() {
 }
 
 func serve(ctx context.Context, cfg *config) error {
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", cfg.NodeID)
+	log := newLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat).With("node", cfg.NodeID)
+	log.Info("kgate starting", "version", version.Get().Version)
 
 	state, err := fsm.Open(fsm.Options{Dir: cfg.DataDir, SegmentBytes: cfg.SegmentBytes, Logger: log})
 	if err != nil {
@@ -59,9 +86,11 @@ func serve(ctx context.Context, cfg *config) error {
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            int32(cfg.NodeID),
 		DataDir:           cfg.DataDir,
-		RaftAddr:          cfg.RaftAddr,
+		RaftAddr:          cfg.AdvertiseRaftAddr,
+		RaftBindAddr:      cfg.RaftAddr,
 		KafkaAddr:         cfg.AdvertiseKafkaAddr,
-		GossipAddr:        cfg.GossipAddr,
+		GossipAddr:        cfg.AdvertiseGossipAddr,
+		GossipBindAddr:    cfg.GossipAddr,
 		AdminAddr:         cfg.AdminAddr,
 		Join:              cfg.joinList(),
 		DeadNodeReapAfter: cfg.DeadNodeReapAfter,
@@ -162,6 +191,31 @@ func serve(ctx context.Context, cfg *config) error {
 	bg.Wait()
 	log.Info("kgate stopped")
 	return err
+}
+
+// newLogger is the one logger of a node: kgate's own lines and, through
+// it, Raft's and gossip's.
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func runVersion(w io.Writer) int {
+	v := version.Get()
+	fmt.Fprintf(w, "kgate %s (%s", v.Version, v.GoVersion)
+	if v.Commit != "" {
+		fmt.Fprintf(w, ", commit %s", v.Commit)
+		if v.Modified {
+			fmt.Fprint(w, "+modified")
+		}
+	}
+	fmt.Fprintln(w, ")")
+	return 0
 }
 
 func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) error {

@@ -73,8 +73,9 @@ type clusterNode struct {
 	id      int32
 	dataDir string
 	logPath string
-	addrs   map[string]string
-	args    []string // --join, --bootstrap-expect
+	addrs   map[string]string // where the node is reached (and listens, unless bind names another)
+	bind    map[string]string // listen addresses that differ from addrs (for example 0.0.0.0)
+	args    []string          // --join, --bootstrap-expect
 
 	cmd      *exec.Cmd
 	stopping bool
@@ -114,6 +115,13 @@ func (v clusterView) member(id int32) (clusterMemberView, bool) {
 // formed a cluster. Every node is killed when the test ends.
 func startCluster(t *testing.T) *kgateCluster {
 	t.Helper()
+	return startClusterWith(t, nil)
+}
+
+// startClusterWith is startCluster with setup run on the nodes before they
+// start: it may change their addresses, bind addresses and arguments.
+func startClusterWith(t *testing.T, setup func(c *kgateCluster)) *kgateCluster {
+	t.Helper()
 	if os.Getenv(envExternal) != "" {
 		t.Skipf("multi-node scenario: not possible with %s", envExternal)
 	}
@@ -125,6 +133,13 @@ func startCluster(t *testing.T) *kgateCluster {
 	seeds := c.gossipAddrs()
 	for _, n := range c.nodes {
 		n.args = []string{"--bootstrap-expect", strconv.Itoa(clusterSize), "--join", strings.Join(seeds, ",")}
+	}
+	if setup != nil {
+		setup(c)
+		seeds = c.gossipAddrs()
+		for _, n := range c.nodes {
+			n.args[3] = strings.Join(seeds, ",")
+		}
 	}
 	t.Cleanup(c.cleanup)
 	for _, n := range c.nodes {
@@ -398,7 +413,11 @@ func (n *clusterNode) start() {
 	defer logf.Close()
 	args := []string{"serve", "--node-id", strconv.Itoa(int(n.id)), "--data-dir", n.dataDir}
 	for _, f := range clusterAddrFlags {
-		args = append(args, "--"+f, n.addrs[f])
+		a := n.addrs[f]
+		if b, ok := n.bind[f]; ok {
+			a = b
+		}
+		args = append(args, "--"+f, a)
 	}
 	args = append(append(args, clusterFlags...), n.args...)
 	fmt.Fprintf(logf, "=== %s harness: %s %s\n", time.Now().Format(time.RFC3339Nano), n.c.bin, strings.Join(args, " "))
