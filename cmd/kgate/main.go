@@ -110,13 +110,15 @@ func serve(ctx context.Context, cfg *config) error {
 
 	local := embedded.New(node, state, log)
 	var backend gateway.Backend = local
+	var ready []admin.ReadyCheck
 	if cfg.Backend == "iggy" {
-		ib, err := startIggy(ctx, cfg, node, local, log)
+		ib, client, err := startIggy(ctx, cfg, node, local, log)
 		if err != nil {
 			return err
 		}
 		defer ib.Close()
 		backend = ib
+		ready = append(ready, admin.ReadyCheck{Name: "iggy at " + cfg.IggyAddr, Check: client.Ping})
 	}
 	groups := coordinator.New(coordinator.Config{
 		InitialRebalanceDelay: cfg.GroupInitialDelay,
@@ -144,7 +146,7 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
-	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Logger: log})
+	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Logger: log, Ready: ready})
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}
@@ -236,7 +238,7 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 // startIggy connects the Iggy backend. Wrong credentials stop start-up;
 // an unreachable server does not (requests get retriable errors until it
 // answers).
-func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, log *slog.Logger) (*iggybackend.Backend, error) {
+func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, log *slog.Logger) (*iggybackend.Backend, *iggy.Client, error) {
 	opts := iggy.Options{
 		Addr: cfg.IggyAddr, Username: cfg.IggyUser, Password: cfg.IggyPassword, Token: cfg.IggyToken,
 		RequestTimeout: cfg.IggyTimeout, DialTimeout: cfg.IggyTimeout,
@@ -252,11 +254,11 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 		if cfg.IggyTLSCA != "" {
 			pem, err := os.ReadFile(cfg.IggyTLSCA)
 			if err != nil {
-				return nil, fmt.Errorf("--iggy-tls-ca: %w", err)
+				return nil, nil, fmt.Errorf("--iggy-tls-ca: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--iggy-tls-ca: no PEM certificates in %s", cfg.IggyTLSCA)
+				return nil, nil, fmt.Errorf("--iggy-tls-ca: no PEM certificates in %s", cfg.IggyTLSCA)
 			}
 			opts.TLS.RootCAs = pool
 		}
@@ -265,12 +267,13 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 	if cfg.IggyTopicMap != "" {
 		m, err := iggybackend.LoadTopicMap(cfg.IggyTopicMap)
 		if err != nil {
-			return nil, fmt.Errorf("--iggy-topic-map: %w", err)
+			return nil, nil, fmt.Errorf("--iggy-topic-map: %w", err)
 		}
 		topics = m
 	}
+	client := iggy.NewClient(opts, cfg.IggyConnections)
 	b, err := iggybackend.New(iggybackend.Config{
-		Client:          iggy.NewClient(opts, cfg.IggyConnections),
+		Client:          client,
 		Stream:          cfg.IggyStream,
 		Topics:          topics,
 		Nodes:           node,
@@ -281,13 +284,13 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 		Log:             log.With("backend", "iggy"),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.IggyTimeout+5*time.Second)
 	defer cancel()
 	if err := b.Start(sctx); err != nil {
-		return nil, fmt.Errorf("iggy at %s: %w", cfg.IggyAddr, err)
+		return nil, nil, fmt.Errorf("iggy at %s: %w", cfg.IggyAddr, err)
 	}
 	log.Info("iggy backend", "addr", cfg.IggyAddr, "stream", cfg.IggyStream, "dialect", b.Dialect())
-	return b, nil
+	return b, client, nil
 }

@@ -25,13 +25,26 @@ type Config struct {
 	State   *fsm.FSM
 	Backend gateway.Backend // topics and their offsets, whichever backend holds them
 	Logger  *slog.Logger
+	// Ready lists what else /readyz needs besides a leader and an applied
+	// log, such as a reachable Iggy server.
+	Ready []ReadyCheck
 }
+
+// ReadyCheck is one condition of readiness: Check returns why it fails.
+type ReadyCheck struct {
+	Name  string
+	Check func(context.Context) error
+}
+
+// readyCheckTimeout bounds each check, well under a probe's timeout.
+const readyCheckTimeout = 800 * time.Millisecond
 
 // Server is the admin HTTP listener.
 type Server struct {
 	node    *cluster.Node
 	state   *fsm.FSM
 	backend gateway.Backend
+	ready   []ReadyCheck
 	log     *slog.Logger
 	srv     *http.Server
 	ln      net.Listener
@@ -42,7 +55,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{node: cfg.Node, state: cfg.State, backend: cfg.Backend, log: cfg.Logger}
+	s := &Server{node: cfg.Node, state: cfg.State, backend: cfg.Backend, ready: cfg.Ready, log: cfg.Logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -99,10 +112,20 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.node.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready",
+			"reason": "no leader known, or this node has not applied the log up to the commit index"})
 		return
+	}
+	for _, c := range s.ready {
+		ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
+		err := c.Check(ctx)
+		cancel()
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": c.Name + ": " + err.Error()})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

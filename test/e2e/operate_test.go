@@ -5,13 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/gateway/iggy/iggytest"
 )
 
 // TestBindAllAdvertise runs three nodes whose Kafka, Raft, gossip and admin
@@ -107,4 +112,89 @@ func TestBindAllAdvertise(t *testing.T) {
 		t.Errorf("no Raft line in the logs (an election and a killed leader log Raft warnings): %v", parts)
 	}
 	t.Logf("JSON log lines by part: %v", parts)
+}
+
+// TestReadyzIggy: with --backend iggy, /readyz is 503 while Iggy cannot be
+// reached, naming Iggy and the error in its body, and 200 again once Iggy
+// is back, without a restart of kgate.
+func TestReadyzIggy(t *testing.T) {
+	double, err := iggytest.Start(iggytest.Config{Dialect: iggy.Current})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { double.Close() })
+	c := startClusterWith(t, func(c *kgateCluster) {
+		for _, n := range c.nodes {
+			n.args = append(n.args, "--backend", "iggy", "--iggy-addr", double.Addr(), "--iggy-timeout", "500ms")
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := c.node(1)
+	readyz := func() (int, string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.addrs["admin-addr"]+"/readyz", nil)
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	waitFor(t, ctx, "ready with Iggy up", func() error {
+		code, body, err := readyz()
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("%d %s", code, body)
+		}
+		return err
+	})
+	if err := double.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	waitFor(t, ctx, "not ready with Iggy down", func() error {
+		code, b, err := readyz()
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("%d %s", code, b)
+		}
+		body = b
+		return nil
+	})
+	var v struct{ Status, Reason string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/readyz body %q: %v", body, err)
+	}
+	if v.Status != "not ready" || !strings.Contains(v.Reason, "iggy at "+double.Addr()+": ") {
+		t.Fatalf("/readyz body %q: want the status and a reason naming Iggy and its address", body)
+	}
+	t.Logf("/readyz with Iggy down: %s", strings.TrimSpace(body))
+	if err := double.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "ready again with Iggy back", func() error {
+		code, b, err := readyz()
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("%d %s", code, b)
+		}
+		return err
+	})
+}
+
+// waitFor polls check every 100 ms until it returns nil or ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, check func() error) {
+	t.Helper()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not reached: %v", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
