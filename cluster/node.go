@@ -69,6 +69,7 @@ type Node struct {
 	fsm   *fsm.FSM
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
+	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
 
 	gossip   *gossip
@@ -125,6 +126,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
+	n.snaps = snaps
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		store.Close()

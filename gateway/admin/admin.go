@@ -65,6 +65,7 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("GET /v1/groups", s.listGroups)
 	mux.HandleFunc("GET /v1/groups/{id}", s.group)
 	mux.HandleFunc("POST /v1/leave", s.leave)
+	mux.HandleFunc("GET /v1/snapshot", s.snapshot)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	s.srv = &http.Server{Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
