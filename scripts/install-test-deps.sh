@@ -6,6 +6,8 @@
 #   * Debian packages: kcat; python3-confluent-kafka and python3-kafka (for
 #     /usr/bin/python3) with python3-snappy, python3-lz4 and python3-zstandard
 #     for kafka-python's codecs; a JDK, Maven and Node.js if missing.
+#     jq, curl, iproute2 (the README quickstart test) and systemd
+#     (systemd-analyze, for the deploy/systemd unit check) if missing.
 #     `apt-get update` runs at most once, and only if something is missing.
 #   * npm ci in test/clients/kafkajs (when package-lock.json changed).
 #   * mvn package in test/clients/java -> target/kgate-e2e-java.jar (when
@@ -66,6 +68,12 @@ debian_packages() {
 	command -v mvn >/dev/null || missing+=(maven)
 	command -v node >/dev/null || missing+=(nodejs)
 	command -v npm >/dev/null || missing+=(npm)
+	# The README quickstart's commands (TestQuickstart) and the systemd
+	# unit's check (deploy: systemd-analyze verify).
+	command -v jq >/dev/null || missing+=(jq)
+	command -v curl >/dev/null || missing+=(curl)
+	command -v ip >/dev/null || missing+=(iproute2)
+	command -v systemd-analyze >/dev/null || missing+=(systemd)
 	if ((${#missing[@]})); then
 		apt_install "${missing[@]}"
 	else
