@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
@@ -79,10 +82,17 @@ func serve(ctx context.Context, cfg *config) error {
 	}
 	defer node.Shutdown()
 
+	// The node's metrics registry: every package's collector, nothing global.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	local := embedded.New(node, state, log)
 	var backend gateway.Backend = local
+	if cfg.Backend == "embedded" {
+		reg.MustRegister(local)
+	}
 	if cfg.Backend == "iggy" {
-		ib, err := startIggy(ctx, cfg, node, local, log)
+		ib, err := startIggy(ctx, cfg, node, local, reg, log)
 		if err != nil {
 			return err
 		}
@@ -115,7 +125,8 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
-	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Logger: log})
+	reg.MustRegister(node, groups, srv)
+	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Metrics: reg, Logger: log})
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}
@@ -182,7 +193,7 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 // startIggy connects the Iggy backend. Wrong credentials stop start-up;
 // an unreachable server does not (requests get retriable errors until it
 // answers).
-func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, log *slog.Logger) (*iggybackend.Backend, error) {
+func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, reg prometheus.Registerer, log *slog.Logger) (*iggybackend.Backend, error) {
 	opts := iggy.Options{
 		Addr: cfg.IggyAddr, Username: cfg.IggyUser, Password: cfg.IggyPassword, Token: cfg.IggyToken,
 		RequestTimeout: cfg.IggyTimeout, DialTimeout: cfg.IggyTimeout,
@@ -215,8 +226,10 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 		}
 		topics = m
 	}
+	client := iggy.NewClient(opts, cfg.IggyConnections)
+	reg.MustRegister(client)
 	b, err := iggybackend.New(iggybackend.Config{
-		Client:          iggy.NewClient(opts, cfg.IggyConnections),
+		Client:          client,
 		Stream:          cfg.IggyStream,
 		Topics:          topics,
 		Nodes:           node,

@@ -12,6 +12,8 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
@@ -24,6 +26,9 @@ type Config struct {
 	Node    *cluster.Node
 	State   *fsm.FSM
 	Backend gateway.Backend // topics and their offsets, whichever backend holds them
+	// Metrics is the node's registry, served at /metrics; the server adds
+	// its own collectors (build info, groups and lag). Nil: a fresh one.
+	Metrics *prometheus.Registry
 	Logger  *slog.Logger
 }
 
@@ -43,7 +48,12 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{node: cfg.Node, state: cfg.State, backend: cfg.Backend, log: cfg.Logger}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	cfg.Metrics.MustRegister(stateCollector{state: cfg.State, backend: cfg.Backend})
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metricsHandler(cfg.Metrics, s.log.Warn))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/version", s.version)
