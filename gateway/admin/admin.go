@@ -1,9 +1,11 @@
 // Package admin serves kgate's operator HTTP API: cluster membership,
-// consumer groups, health and readiness.
+// topics, consumer groups with lag, health and readiness, Prometheus
+// metrics, and a status page at /.
 package admin
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -19,6 +21,16 @@ import (
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/version"
 )
+
+// uiFiles is the status page: plain HTML, CSS and JavaScript that read the
+// JSON endpoints below, so the page shows nothing the API does not.
+//
+//go:embed ui
+var uiFiles embed.FS
+
+func statusPage(w http.ResponseWriter, r *http.Request) {
+	http.ServeFileFS(w, r, uiFiles, "ui/index.html")
+}
 
 // Config is what the admin server reads from.
 type Config struct {
@@ -54,6 +66,8 @@ func New(cfg Config) *Server {
 	cfg.Metrics.MustRegister(stateCollector{state: cfg.State, backend: cfg.Backend})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler(cfg.Metrics, s.log.Warn))
+	mux.HandleFunc("GET /{$}", statusPage)
+	mux.Handle("GET /ui/", http.FileServerFS(uiFiles))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/version", s.version)
