@@ -19,7 +19,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kgate_raft_leader_changes_total",
 			Help: "Times this node saw the Raft leader change to another node.",
@@ -43,6 +43,9 @@ func newMetrics() *metrics {
 			Help: "Raft snapshots this node wrote, by result (ok, error).",
 		}, []string{"result"}),
 	}
+	m.snapshots.WithLabelValues("ok")
+	m.snapshots.WithLabelValues("error") // present from the start, for alerts
+	return m
 }
 
 var (

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway/iggy/iggytest"
 )
 
 // scrape is one parsed GET /metrics.
@@ -133,9 +139,19 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("heartbeat on follower: code %d, want NOT_COORDINATOR (16)", code)
 	}
 
+	// A follower forwards InitProducerId to the leader.
+	ipid := kmsg.NewPtrInitProducerIDRequest()
+	ipid.TransactionTimeoutMillis = -1
+	resp, err = cl.Broker(follower.id).Request(ctx, ipid)
+	if err != nil || resp.(*kmsg.InitProducerIDResponse).ErrorCode != 0 {
+		t.Fatalf("InitProducerId through a follower: %v %+v", err, resp)
+	}
+
+	scrapes := map[int]scrape{}
 	for _, n := range nodes {
 		eventually(t, 10*time.Second, func() string {
 			s := scrapeNode(t, n.admin)
+			scrapes[n.id] = s
 			want := []expectSeries{
 				{"kgate_group_lag", []string{"group", "dashboards", "topic", "clicks", "partition", "0"}, eq(produced - committed), "= produced - committed"},
 				{"kgate_group_committed_offset", []string{"group", "dashboards", "topic", "clicks", "partition", "0"}, eq(committed), "= committed"},
@@ -170,7 +186,9 @@ func TestMetrics(t *testing.T) {
 				)
 			}
 			if n.id == follower.id {
-				want = append(want, expectSeries{"kgate_kafka_request_errors_total", []string{"api", "Heartbeat", "error", "NOT_COORDINATOR"}, eq(1), "= 1"})
+				want = append(want,
+					expectSeries{"kgate_kafka_request_errors_total", []string{"api", "Heartbeat", "error", "NOT_COORDINATOR"}, eq(1), "= 1"},
+					expectSeries{"kgate_kafka_forwarded_requests_total", []string{"api", "InitProducerID", "result", "ok"}, eq(1), "= 1"})
 			}
 			for _, w := range want {
 				v, ok := s.value(w.name, w.labels...)
@@ -183,6 +201,171 @@ func TestMetrics(t *testing.T) {
 			}
 			return ""
 		})
+	}
+
+	// Every metric the Grafana dashboard queries is in these scrapes or
+	// in one of a node with --backend iggy.
+	// So is every metric of the alert rules in docs/operations.md.
+	iggyScrape := scrapeIggyNode(ctx, t)
+	exists := func(name string) bool {
+		for _, s := range append([]scrape{iggyScrape}, scrapes[1], scrapes[2], scrapes[3]) {
+			if s.has(name) {
+				return true
+			}
+		}
+		return false
+	}
+	dashboardMetrics(t, exists)
+	alertMetrics(t, exists)
+}
+
+// alertMetrics checks the metrics named in the `expr:` lines of the docs'
+// alert rules.
+func alertMetrics(t *testing.T, exists func(string) bool) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		expr, ok := strings.CutPrefix(strings.TrimSpace(line), "expr: ")
+		if !ok {
+			continue
+		}
+		rules++
+		names := metricRef.FindAllString(expr, -1)
+		if len(names) == 0 {
+			t.Errorf("alert %q names no metric", expr)
+		}
+		for _, name := range names {
+			if !exists(name) {
+				t.Errorf("alert %q uses %s, which no scrape has", expr, name)
+			}
+		}
+	}
+	if rules < 10 {
+		t.Fatalf("found %d alert rules in docs/operations.md", rules)
+	}
+}
+
+// has reports whether the scrape has a family name, or name is the
+// _bucket, _sum or _count series of a histogram family.
+func (s scrape) has(name string) bool {
+	if _, ok := s[name]; ok {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if f, ok := s[strings.TrimSuffix(name, suffix)]; ok && strings.HasSuffix(name, suffix) &&
+			(f.GetType() == dto.MetricType_HISTOGRAM || f.GetType() == dto.MetricType_SUMMARY) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrapeIggyNode runs one node with --backend iggy against the in-process
+// Iggy double, produces and fetches a record, and scrapes it.
+func scrapeIggyNode(ctx context.Context, t *testing.T) scrape {
+	t.Helper()
+	srv, err := iggytest.Start(iggytest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	kafka, admin := freeAddr(t), freeAddr(t)
+	runServe(t, []string{"--backend", "iggy", "--iggy-addr", srv.Addr(), "--data-dir", t.TempDir(),
+		"--kafka-addr", kafka, "--raft-addr", freeAddr(t), "--admin-addr", admin,
+		"--raft-heartbeat-timeout", "100ms", "--raft-election-timeout", "100ms", "--log-level", "error"})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.DefaultProduceTopic("iggy-metrics"), kgo.AllowAutoTopicCreation(),
+		kgo.ConsumeTopics("iggy-metrics"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce through the Iggy backend: %v", err)
+	}
+	for got := 0; got < 1; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("record not read back through the Iggy backend")
+		}
+		got += len(fs.Records())
+	}
+	s := scrapeNode(t, "http://"+admin)
+	for _, want := range []struct{ name, label, value string }{
+		{"kgate_iggy_requests_total", "command", "send_messages"},
+		{"kgate_iggy_requests_total", "command", "poll_messages"},
+		{"kgate_iggy_dialect", "dialect", "current"},
+	} {
+		if v, ok := s.value(want.name, want.label, want.value); !ok || v < 1 {
+			t.Errorf("iggy node: %s{%s=%q} = %v (present %v), want >= 1", want.name, want.label, want.value, v, ok)
+		}
+	}
+	return s
+}
+
+// metricRef finds metric names in PromQL: our families and the Go and
+// process collectors'.
+var metricRef = regexp.MustCompile(`\b(?:kgate|go|process)_[a-z0-9_]+\b`)
+
+// dashboardMetrics checks that deploy/grafana/kgate-dashboard.json parses
+// and that every metric a panel queries is known to exist.
+func dashboardMetrics(t *testing.T, exists func(string) bool) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "kgate-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"` // a collapsed row's panels
+	}
+	var dash struct {
+		Title  string  `json:"title"`
+		UID    string  `json:"uid"`
+		Panels []panel `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	if dash.Title == "" || dash.UID == "" || len(dash.Panels) == 0 {
+		t.Fatalf("dashboard lacks title, uid or panels")
+	}
+	queried := 0
+	var check func(ps []panel)
+	check = func(ps []panel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				names := metricRef.FindAllString(tg.Expr, -1)
+				if len(names) == 0 {
+					t.Errorf("panel %q: query %q names no metric", p.Title, tg.Expr)
+				}
+				for _, name := range names {
+					queried++
+					if !exists(name) {
+						t.Errorf("panel %q queries %s, which no scrape has", p.Title, name)
+					}
+				}
+			}
+			var nested []panel
+			for _, r := range p.Panels {
+				var np panel
+				if err := json.Unmarshal(r, &np); err != nil {
+					t.Fatalf("panel %q: %v", p.Title, err)
+				}
+				nested = append(nested, np)
+			}
+			check(nested)
+		}
+	}
+	check(dash.Panels)
+	if queried < 40 {
+		t.Fatalf("only %d metric references found in the dashboard", queried)
 	}
 }
 

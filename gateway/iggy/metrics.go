@@ -35,7 +35,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_iggy_requests_total",
 			Help: "Requests sent to the Iggy server, by command.",
@@ -58,6 +58,14 @@ func newMetrics() *metrics {
 			Help: "Connections opened to the Iggy server (connect and login), by result (ok, error).",
 		}, []string{"result"}),
 	}
+	// The data path's series exist from the start, so rate() and alerts
+	// see the first error rather than the second.
+	for _, c := range []uint32{CodeSendMessages, CodePollMessages} {
+		m.errors.WithLabelValues(commandName(c))
+		m.reconnects.WithLabelValues(commandName(c))
+	}
+	m.connects.WithLabelValues("error")
+	return m
 }
 
 var (
