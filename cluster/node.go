@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/kgate/kgate/fsm"
@@ -72,6 +73,7 @@ type Node struct {
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
 
+	metrics  *metrics
 	gossip   *gossip
 	leaving  atomic.Bool // Leave was called
 	notify   chan bool
@@ -97,7 +99,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{})}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -184,7 +186,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, logBytes: &n.logBytes}, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes}, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -260,11 +262,18 @@ func (n *Node) snapshotBySize() {
 // watchLeaders wakes AwaitLeader callers whenever Raft names a leader.
 func (n *Node) watchLeaders() {
 	defer n.wg.Done()
+	var last raft.ServerID
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-n.observed:
+		case o := <-n.observed:
+			if lo, ok := o.Data.(raft.LeaderObservation); ok && lo.LeaderID != "" && lo.LeaderID != last {
+				if last != "" {
+					n.metrics.leaderChanges.Inc()
+				}
+				last = lo.LeaderID
+			}
 			n.leaderMu.Lock()
 			close(n.leaderCh)
 			n.leaderCh = make(chan struct{})
@@ -552,12 +561,18 @@ func (n *Node) lostLeader() int32 {
 
 // Future is a proposal in flight.
 type Future struct {
-	f raft.ApplyFuture
+	f       raft.ApplyFuture
+	began   time.Time
+	latency prometheus.Histogram
 }
 
 // Result waits for the proposal to be applied and returns the FSM's result.
 func (f Future) Result() (any, error) {
-	if err := f.f.Error(); err != nil {
+	err := f.f.Error()
+	if f.latency != nil && err == nil {
+		f.latency.Observe(time.Since(f.began).Seconds())
+	}
+	if err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}
@@ -573,7 +588,7 @@ func (f Future) Result() (any, error) {
 // ProposeAsync enqueues a command. Calls from one goroutine are applied in
 // call order, which keeps a connection's pipelined produces in sequence.
 func (n *Node) ProposeAsync(data []byte) Future {
-	return Future{f: n.raft.Apply(data, 10*time.Second)}
+	return Future{f: n.raft.Apply(data, 10*time.Second), began: time.Now(), latency: n.metrics.applyDuration}
 }
 
 // Propose applies a command and waits for its result. Unless force is set,
@@ -586,7 +601,7 @@ func (n *Node) Propose(ctx context.Context, data []byte, force bool) (any, error
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Future{f: n.raft.Apply(data, timeout)}.Result()
+	return Future{f: n.raft.Apply(data, timeout), began: time.Now(), latency: n.metrics.applyDuration}.Result()
 }
 
 // StepDown hands leadership to an up-to-date follower if this node leads,
@@ -622,6 +637,7 @@ func (n *Node) Shutdown() error {
 // raftFSM adapts fsm.FSM to raft.FSM.
 type raftFSM struct {
 	f        *fsm.FSM
+	m        *metrics
 	logBytes *atomic.Int64 // bytes applied since the last snapshot, when counted
 }
 
@@ -640,7 +656,7 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &raftSnapshot{f: a.f, s: s}, nil
+	return &raftSnapshot{f: a.f, s: s, m: a.m}, nil
 }
 
 func (a *raftFSM) Restore(r io.ReadCloser) error {
@@ -651,14 +667,28 @@ func (a *raftFSM) Restore(r io.ReadCloser) error {
 type raftSnapshot struct {
 	f *fsm.FSM
 	s *fsm.Snapshot
+	m *metrics
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.s.Persist(s.f, sink); err != nil {
+	began := time.Now()
+	counted := &countingSink{SnapshotSink: sink}
+	err := s.s.Persist(s.f, counted)
+	if err != nil {
 		sink.Cancel()
-		return err
+	} else {
+		err = sink.Close()
 	}
-	return sink.Close()
+	if s.m != nil {
+		if err != nil {
+			s.m.snapshots.WithLabelValues("error").Inc()
+		} else {
+			s.m.snapshots.WithLabelValues("ok").Inc()
+			s.m.snapshotDuration.Observe(time.Since(began).Seconds())
+			s.m.snapshotBytes.Set(float64(counted.n))
+		}
+	}
+	return err
 }
 
 func (s *raftSnapshot) Release() { s.s.Release() }

@@ -87,12 +87,14 @@ type Coordinator struct {
 	active bool   // soft state is armed: this node serves groups
 	term   uint64 // bumps on every activation change; timers of old terms do nothing
 	groups map[string]*softGroup
+
+	metrics *metrics
 }
 
 // New makes a coordinator; Run must be called to follow leadership.
 func New(cfg Config, raft Raft, state *fsm.FSM) *Coordinator {
 	cfg.setDefaults()
-	return &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, raft: raft, fsm: state, groups: map[string]*softGroup{}}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, raft: raft, fsm: state, groups: map[string]*softGroup{}, metrics: newMetrics()}
 }
 
 // Run follows leadership until ctx ends: on becoming the serving leader it

@@ -123,7 +123,7 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 	sg.joinWaiters[memberID] = ch
 	c.mu.Unlock()
 
-	res, code := c.propose(ctx, &fsm.JoinGroup{
+	res, code := c.proposeChange(ctx, req.Group, reasonJoin, &fsm.JoinGroup{
 		Group: req.Group, MemberID: memberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 		ClientHost: req.ClientHost, ProtocolType: req.ProtocolType,
 		SessionTimeoutMs: int32(req.SessionTimeout / time.Millisecond), RebalanceTimeoutMs: int32(rebalance / time.Millisecond),
@@ -309,8 +309,8 @@ func (c *Coordinator) completeJoin(term uint64, group string, gen int32) {
 
 // removeMembers takes members out (leave, expiry, missed sync) and starts
 // the rebalance that follows.
-func (c *Coordinator) removeMembers(ctx context.Context, group string, ids []string) ([]int16, int16) {
-	res, code := c.propose(ctx, &fsm.RemoveMembers{Group: group, MemberIDs: ids, NowMs: c.now().UnixMilli()})
+func (c *Coordinator) removeMembers(ctx context.Context, group, reason string, ids []string) ([]int16, int16) {
+	res, code := c.proposeChange(ctx, group, reason, &fsm.RemoveMembers{Group: group, MemberIDs: ids, NowMs: c.now().UnixMilli()})
 	if code != 0 {
 		return nil, code
 	}

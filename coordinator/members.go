@@ -79,7 +79,7 @@ func (c *Coordinator) Leave(ctx context.Context, group string, members []LeaveMe
 		return codes, 0
 	}
 	c.mu.Unlock()
-	res, code := c.removeMembers(ctx, group, ids)
+	res, code := c.removeMembers(ctx, group, reasonLeave, ids)
 	if code != 0 {
 		return nil, code
 	}

@@ -124,7 +124,7 @@ func (c *Coordinator) sessionCheck(term uint64, group, member string) {
 	delete(sg.sessions, member)
 	c.mu.Unlock()
 	c.log.Info("member session expired", "group", group, "member", member)
-	c.removeMembers(context.Background(), group, []string{member})
+	c.removeMembers(context.Background(), group, reasonSession, []string{member})
 }
 
 // forgetLocked drops a member's soft state after it left the group.

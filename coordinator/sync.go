@@ -182,6 +182,6 @@ func (c *Coordinator) syncTimeout(term uint64, group string, gen int32) {
 	c.mu.Unlock()
 	if len(missing) > 0 {
 		c.log.Info("members missed SyncGroup; removing them", "group", group, "generation", gen, "members", missing)
-		c.removeMembers(context.Background(), group, missing)
+		c.removeMembers(context.Background(), group, reasonSyncTimeout, missing)
 	}
 }

@@ -27,8 +27,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 type pending struct {
-	corr  int32
-	reply Reply
+	corr    int32
+	reply   Reply
+	observe func(kmsg.Response) // counts the request once its answer is ready
 }
 
 func (c *conn) serve(parent context.Context) {
@@ -110,11 +111,15 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String()}
+	observe := c.s.observer(r)
 	reply := h.fn(ctx, r)
 	if reply.close {
 		return pending{}, false
 	}
-	return pending{corr: hdr.CorrelationID, reply: reply}, true
+	if reply.none {
+		observe(nil)
+	}
+	return pending{corr: hdr.CorrelationID, reply: reply, observe: observe}, true
 }
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
@@ -137,6 +142,9 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 					return
 				}
 			}
+		}
+		if p.observe != nil {
+			p.observe(resp)
 		}
 		out = AppendResponse(out[:0], p.corr, resp)
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))

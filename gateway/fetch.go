@@ -47,7 +47,10 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Respons
 		if remaining <= 0 {
 			return resp
 		}
-		if !waitAny(ctx, watches, remaining) {
+		s.metrics.parkedFetches.Add(1)
+		woken := waitAny(ctx, watches, remaining)
+		s.metrics.parkedFetches.Add(-1)
+		if !woken {
 			return resp
 		}
 		if ctx.Err() != nil {

@@ -33,9 +33,11 @@ func (s *Server) viaLeader(ctx context.Context, r *Request, local func() kmsg.Re
 	if r.ClientID == nil || *r.ClientID != forwardClientID {
 		resp, err := s.forwardToLeader(ctx, r.Body)
 		if err == nil {
+			s.metrics.forwarded.WithLabelValues(kmsg.NameForKey(r.Key), "ok").Inc()
 			return resp
 		}
 		if !errors.Is(err, errForwardToSelf) {
+			s.metrics.forwarded.WithLabelValues(kmsg.NameForKey(r.Key), "error").Inc()
 			s.log.Debug("forwarding to the leader failed", "api", r.Key, "err", err)
 		}
 	}

@@ -96,6 +96,8 @@ type Server struct {
 	alterMu sync.Mutex
 	fwd     forwarder
 
+	metrics *metrics
+
 	ln    net.Listener
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -105,7 +107,7 @@ type Server struct {
 // New makes a server over a backend.
 func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, conns: map[*conn]struct{}{}, metrics: newMetrics()}
 	s.handlers = s.handlerTable()
 	return s
 }
@@ -150,6 +152,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Lock()
 		if len(s.conns) >= s.cfg.MaxConnections {
 			s.mu.Unlock()
+			s.metrics.refused.Inc()
 			s.log.Warn("connection limit reached; closing new connection", "remote", nc.RemoteAddr().String(), "limit", s.cfg.MaxConnections)
 			nc.Close()
 			continue
@@ -157,6 +160,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		c := newConn(s, nc)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
+		s.metrics.accepted.Inc()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

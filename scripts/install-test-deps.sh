@@ -5,7 +5,8 @@
 #
 #   * Debian packages: kcat; python3-confluent-kafka and python3-kafka (for
 #     /usr/bin/python3) with python3-snappy, python3-lz4 and python3-zstandard
-#     for kafka-python's codecs; a JDK, Maven and Node.js if missing.
+#     for kafka-python's codecs; chromium (the status page's headless browser
+#     test); a JDK, Maven and Node.js if missing.
 #     jq, curl, iproute2 (the README quickstart test) and systemd
 #     (systemd-analyze, for the deploy/systemd unit check) if missing.
 #     `apt-get update` runs at most once, and only if something is missing.
@@ -57,7 +58,7 @@ pkg_installed() {
 
 # --- Debian packages -------------------------------------------------------
 debian_packages() {
-	local want=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard)
+	local want=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard chromium)
 	local missing=() p
 	for p in "${want[@]}"; do
 		pkg_installed "$p" || missing+=("$p")

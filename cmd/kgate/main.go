@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
@@ -108,11 +111,18 @@ func serve(ctx context.Context, cfg *config) error {
 	}
 	defer node.Shutdown()
 
+	// The node's metrics registry: every package's collector, nothing global.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	local := embedded.New(node, state, log)
 	var backend gateway.Backend = local
 	var ready []admin.ReadyCheck
+	if cfg.Backend == "embedded" {
+		reg.MustRegister(local)
+	}
 	if cfg.Backend == "iggy" {
-		ib, client, err := startIggy(ctx, cfg, node, local, log)
+		ib, client, err := startIggy(ctx, cfg, node, local, reg, log)
 		if err != nil {
 			return err
 		}
@@ -146,7 +156,8 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
-	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Logger: log, Ready: ready})
+	reg.MustRegister(node, groups, srv)
+	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Metrics: reg, Logger: log, Ready: ready})
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}
@@ -238,7 +249,7 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 // startIggy connects the Iggy backend. Wrong credentials stop start-up;
 // an unreachable server does not (requests get retriable errors until it
 // answers).
-func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, log *slog.Logger) (*iggybackend.Backend, *iggy.Client, error) {
+func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, reg prometheus.Registerer, log *slog.Logger) (*iggybackend.Backend, *iggy.Client, error) {
 	opts := iggy.Options{
 		Addr: cfg.IggyAddr, Username: cfg.IggyUser, Password: cfg.IggyPassword, Token: cfg.IggyToken,
 		RequestTimeout: cfg.IggyTimeout, DialTimeout: cfg.IggyTimeout,
@@ -272,6 +283,7 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 		topics = m
 	}
 	client := iggy.NewClient(opts, cfg.IggyConnections)
+	reg.MustRegister(client)
 	b, err := iggybackend.New(iggybackend.Config{
 		Client:          client,
 		Stream:          cfg.IggyStream,

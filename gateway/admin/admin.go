@@ -1,9 +1,11 @@
 // Package admin serves kgate's operator HTTP API: cluster membership,
-// consumer groups, health and readiness.
+// topics, consumer groups with lag, health and readiness, Prometheus
+// metrics, and a status page at /.
 package admin
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -12,11 +14,23 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/version"
 )
+
+// uiFiles is the status page: plain HTML, CSS and JavaScript that read the
+// JSON endpoints below, so the page shows nothing the API does not.
+//
+//go:embed ui
+var uiFiles embed.FS
+
+func statusPage(w http.ResponseWriter, r *http.Request) {
+	http.ServeFileFS(w, r, uiFiles, "ui/index.html")
+}
 
 // Config is what the admin server reads from.
 type Config struct {
@@ -24,6 +38,9 @@ type Config struct {
 	Node    *cluster.Node
 	State   *fsm.FSM
 	Backend gateway.Backend // topics and their offsets, whichever backend holds them
+	// Metrics is the node's registry, served at /metrics; the server adds
+	// its own collectors (build info, groups and lag). Nil: a fresh one.
+	Metrics *prometheus.Registry
 	Logger  *slog.Logger
 	// Ready lists what else /readyz needs besides a leader and an applied
 	// log, such as a reachable Iggy server.
@@ -56,7 +73,14 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{node: cfg.Node, state: cfg.State, backend: cfg.Backend, ready: cfg.Ready, log: cfg.Logger}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	cfg.Metrics.MustRegister(stateCollector{state: cfg.State, backend: cfg.Backend})
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metricsHandler(cfg.Metrics, s.log.Warn))
+	mux.HandleFunc("GET /{$}", statusPage)
+	mux.Handle("GET /ui/", http.FileServerFS(uiFiles))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/version", s.version)

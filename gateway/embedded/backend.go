@@ -28,11 +28,12 @@ type Backend struct {
 	// retentionKick wakes RunRetention early: a config change takes effect
 	// at once instead of at the next tick.
 	retentionKick chan struct{}
+	metrics       *metrics
 }
 
 // New makes the backend.
 func New(node *cluster.Node, f *fsm.FSM, log *slog.Logger) *Backend {
-	return &Backend{node: node, fsm: f, log: log, now: time.Now, retentionKick: make(chan struct{}, 1)}
+	return &Backend{node: node, fsm: f, log: log, now: time.Now, retentionKick: make(chan struct{}, 1), metrics: newMetrics()}
 }
 
 var _ gateway.Backend = (*Backend)(nil)

@@ -42,12 +42,20 @@ func (b *Backend) enforceRetention(ctx context.Context) {
 			if part == nil {
 				continue
 			}
-			start := retentionStart(part.Log.Segments(), part.Log.Start(), nowMs, retMs, retBytes)
+			segs := part.Log.Segments()
+			start := retentionStart(segs, part.Log.Start(), nowMs, retMs, retBytes)
 			if start <= part.Log.Start() {
 				continue
 			}
 			if _, err := b.propose(ctx, &fsm.TrimLog{Topic: t.Name, Partition: p, Start: start}, kerr.NotController); err != nil {
 				b.log.Warn("retention trim", "topic", t.Name, "partition", p, "err", err)
+				continue
+			}
+			for _, s := range segs {
+				if s.End <= start { // holds nothing at or after the new start: deleted
+					b.metrics.retentionSegments.Inc()
+					b.metrics.retentionBytes.Add(float64(s.Bytes))
+				}
 			}
 		}
 	}

@@ -39,6 +39,8 @@ type Client struct {
 	lastErr  error
 	logins   int
 	closed   bool
+
+	metrics *metrics
 }
 
 type pooled struct {
@@ -56,6 +58,7 @@ func NewClient(opts Options, conns int) *Client {
 		slots:   make(chan struct{}, conns),
 		idle:    make(chan *pooled, conns),
 		dialect: opts.Dialect,
+		metrics: newMetrics(),
 	}
 }
 
@@ -161,6 +164,7 @@ func (cl *Client) dial(ctx context.Context) (*Conn, error) {
 		return nil, err // the caller gave up; says nothing about the server
 	}
 	if err != nil {
+		cl.metrics.connects.WithLabelValues("error").Inc()
 		cl.backoff = min(max(2*cl.backoff, minBackoff), maxBackoff)
 		cl.nextDial = time.Now().Add(cl.backoff)
 		cl.lastErr = err
@@ -174,6 +178,7 @@ func (cl *Client) dial(ctx context.Context) (*Conn, error) {
 	cl.backoff, cl.nextDial, cl.lastErr = 0, time.Time{}, nil
 	cl.dialect = c.Dialect()
 	cl.logins++
+	cl.metrics.connects.WithLabelValues("ok").Inc()
 	return c, nil
 }
 
@@ -195,9 +200,17 @@ func (cl *Client) put(c *pooled) {
 // new connection when the first one turns out to be dead; others are
 // never resent here, but a long-idle connection is pinged first.
 func (cl *Client) call(ctx context.Context, retryable bool, build func(Dialect) (Request, error)) (*Reply, Dialect, error) {
+	began := time.Now()
+	var code uint32 // known once built
 	for attempt := 0; ; attempt++ {
 		c, err := cl.get(ctx)
 		if err != nil {
+			if code == 0 { // no connection to build on: learn the command to count it
+				if req, berr := build(cl.Dialect()); berr == nil {
+					code = req.Code
+				}
+			}
+			cl.metrics.observe(code, began, err)
 			return nil, 0, err
 		}
 		if !retryable {
@@ -217,12 +230,15 @@ func (cl *Client) call(ctx context.Context, retryable bool, build func(Dialect) 
 			cl.put(c)
 			return nil, d, err
 		}
+		code = req.Code
 		r, err := c.Do(ctx, req)
 		dead := c.Err() != nil
 		cl.put(c)
 		if err != nil && retryable && dead && attempt == 0 && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			cl.metrics.reconnects.WithLabelValues(commandName(code)).Inc()
 			continue
 		}
+		cl.metrics.observe(code, began, err)
 		return r, d, err
 	}
 }
