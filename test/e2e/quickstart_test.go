@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,25 +16,14 @@ import (
 
 // TestQuickstart runs the README's quickstart exactly as written: `make run`,
 // then every command of the block that follows it, against the three-node
-// cluster it starts on the README's fixed loopback ports. It runs in a
-// private network namespace (so those ports cannot collide with anything
-// else on the machine) and a private pid namespace (so nothing it starts
-// outlives it), in a copy of the repository's layout whose ./kgate-data and
-// ./bin are its own.
+// cluster it starts on the README's fixed loopback ports (see
+// runMakeRunScript).
 //
 // It checks what the README promises: the consumer prints the record
 // produced before it started, make run reports the killed leader and keeps
 // the other two nodes serving, and the consumer prints the record produced
 // after the kill. It then produces to a new topic through a follower.
 func TestQuickstart(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("TestQuickstart needs root for its network namespace (unshare); run it as root")
-	}
-	for _, tool := range []string{"kcat", "curl", "jq", "make", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: %s", tool, installHint)
-		}
-	}
 	root := repoRoot(t)
 	readme := readFile(t, filepath.Join(root, "README.md"))
 	start := shBlockAfter(t, readme, "## Quickstart", 0)
@@ -42,39 +32,30 @@ func TestQuickstart(t *testing.T) {
 	}
 	cmds := shBlockAfter(t, readme, "## Quickstart", 1)
 
-	farm := t.TempDir()
-	mirrorRepo(t, root, farm)
-	script := quickstartScript(t, cmds)
-	if err := os.WriteFile(filepath.Join(farm, "quickstart.sh"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "quickstart.sh")
-	cmd.Dir = farm
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID,
-		Pdeathsig:  syscall.SIGKILL, // the pid namespace dies with its first process
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Logf("quickstart script output:\n%s", out)
-		for _, f := range []string{"run.out", "consumer.out", "consumer.err", "kgate-data/node1/kgate.log", "kgate-data/node2/kgate.log", "kgate-data/node3/kgate.log"} {
-			b, _ := os.ReadFile(filepath.Join(farm, f))
-			t.Logf("--- %s (tail):\n%s", f, tail(string(b), 3000))
-		}
-		t.Fatalf("quickstart failed: %v", err)
-	}
-	t.Logf("quickstart script output:\n%s", out)
+	runMakeRunScript(t, root, quickstartScript(t, cmds))
 }
 
-// quickstartScript turns the README's commands into one bash script: the
-// long-running consumer goes to the background, and after the commands whose
-// effect the README states the script waits (bounded) for that effect.
-func quickstartScript(t *testing.T, cmds []string) string {
+// runMakeRunScript runs script (bash) after `make run` has started the
+// README's three-node cluster and printed its bootstrap servers, in a
+// private network namespace (the README's fixed ports cannot collide with
+// anything else on the machine) and a private pid namespace (nothing it
+// starts outlives it), in a copy of the repository's layout whose
+// ./kgate-data and ./bin are its own, with that ./bin first on PATH. The
+// script fails on the first failing command.
+func runMakeRunScript(t *testing.T, root, script string) string {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString(`set -euo pipefail
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root for its network namespace; run it as root")
+	}
+	for _, tool := range []string{"kcat", "curl", "jq", "make", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: %s", tool, installHint)
+		}
+	}
+	farm := t.TempDir()
+	mirrorRepo(t, root, farm)
+	full := `set -euo pipefail
+export PATH="$PWD/bin:$PATH"
 ip link set lo up
 await() { # await PATTERN FILE: wait up to 60 s for PATTERN in FILE
   for _ in $(seq 600); do grep -q -- "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
@@ -88,7 +69,42 @@ finish() {
 }
 trap finish EXIT
 await '^bootstrap servers' run.out
-`)
+` + script
+	if err := os.WriteFile(filepath.Join(farm, "script.sh"), []byte(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "script.sh")
+	cmd.Dir = farm
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID,
+		Pdeathsig:  syscall.SIGKILL, // the pid namespace dies with its first process
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Logf("script output:\n%s", out)
+		logs, _ := filepath.Glob(filepath.Join(farm, "*.log"))
+		for _, f := range append([]string{"run.out", "consumer.out", "consumer.err", "kgate-data/node1/kgate.log",
+			"kgate-data/node2/kgate.log", "kgate-data/node3/kgate.log"}, logs...) {
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(farm, f)
+			}
+			b, _ := os.ReadFile(f)
+			t.Logf("--- %s (tail):\n%s", f, tail(string(b), 3000))
+		}
+		t.Fatalf("script failed: %v", err)
+	}
+	t.Logf("script output:\n%s", out)
+	return string(out)
+}
+
+// quickstartScript turns the README's commands into one bash script: the
+// long-running consumer goes to the background, and after the commands whose
+// effect the README states the script waits (bounded) for that effect.
+func quickstartScript(t *testing.T, cmds []string) string {
+	t.Helper()
+	var b strings.Builder
 	var sawConsumer, sawKill, sawLater bool
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "echo %s\n", shellQuote("+ "+c))
@@ -198,3 +214,35 @@ func readFile(t *testing.T, path string) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestOperationsDoc runs the command blocks of docs/operations.md's "The
+// kgate command" and "Backup and restore" exactly as written, one after the
+// other, on a `make run` cluster, and checks what the text says they show.
+func TestOperationsDoc(t *testing.T) {
+	root := repoRoot(t)
+	doc := readFile(t, filepath.Join(root, "docs", "operations.md"))
+	var b strings.Builder
+	for _, heading := range []string{"## The kgate command", "## Backup and restore"} {
+		for _, c := range shBlockAfter(t, doc, heading, 0) {
+			fmt.Fprintf(&b, "echo %s\n%s\n", shellQuote("+ "+c), c)
+		}
+	}
+	out := runMakeRunScript(t, root, b.String())
+	for _, want := range []string{
+		`(?m)^cluster [0-9a-f]+  leader [123]$`,                 // kgate status
+		`(?m)^demo +0 +[123] +0 +1 +1 +[0-9]+$`,                 // kgate topics
+		`(?m)^demo-group +Empty +consumer +[0-9]+ +0$`,          // kgate groups (the kcat consumer left)
+		`(?m)^demo +0 +1 +1 +0 +-$`,                             // kgate groups demo-group: committed 1, end 1, lag 0
+		`(?m)^0$`,                                               // jq .total_lag
+		`(?m)^ready$`,                                           // kgate health
+		`(?m)^saved snapshot of cluster [0-9a-f]+ from node 2 `, // snapshot save
+		`(?m)^restored snapshot of cluster [0-9a-f]+ .* as node 1, the only voter at 127.0.0.1:9591;$`,
+		`(?m)^2 +alive +yes +no +127.0.0.1:9692 `, // the joined node in the restored cluster
+		`(?m)^group demo-group  state Empty  generation [0-9]+  protocol - +total lag 0$`,
+		`(?m)^hello$`, // the record, read from the restored cluster
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the output does not match %s", want)
+		}
+	}
+}
