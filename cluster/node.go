@@ -77,6 +77,7 @@ type Node struct {
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
 	leader   atomic.Bool   // this node leads and has caught up (barrier done)
+	life     *lifecycle    // starts and stops the leader services
 	mu       sync.Mutex
 	watchers []chan struct{}
 
@@ -95,6 +96,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{})}
+	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -202,6 +204,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		n.gossip.join(cfg.Join)
 		n.wg.Add(1)
 		go n.membershipLoop()
+		n.RunWhileLeader("voter reconcile", n.reconcileVoters)
 	}
 	n.observed = make(chan raft.Observation, 16)
 	n.leaderCh = make(chan struct{})
@@ -210,7 +213,10 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return ok
 	}))
 	n.wg.Add(3)
-	go n.trackLeadership()
+	go func() {
+		defer n.wg.Done()
+		n.life.run(n.notify, n.stop)
+	}()
 	go n.watchLeaders()
 	go n.snapshotBySize()
 	return n, nil
@@ -362,61 +368,22 @@ func clusterIDInLog(logs raft.LogStore) string {
 // hasRaftState reports whether this node has ever been part of a cluster.
 func (n *Node) hasRaftState() bool { return n.raft.LastIndex() > 0 }
 
-// trackLeadership follows NotifyCh. On gaining leadership it waits for the
-// FSM to catch up (Barrier) before the node serves as leader.
-func (n *Node) trackLeadership() {
-	defer n.wg.Done()
-	var term leaderTerm
-	defer term.end()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case isLeader := <-n.notify:
-			term.end()
-			n.setLeader(false)
-			if !isLeader {
-				continue
-			}
-			ctx := term.begin()
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
-				n.establish(ctx)
-			}()
-		}
-	}
-}
-
-// leaderTerm scopes the work of one stretch of leadership.
-type leaderTerm struct{ cancel context.CancelFunc }
-
-func (t *leaderTerm) begin() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.cancel = cancel
-	return ctx
-}
-
-func (t *leaderTerm) end() {
-	if t.cancel != nil {
-		t.cancel()
-		t.cancel = nil
-	}
-}
-
-func (n *Node) establish(ctx context.Context) {
+// establish readies a term of leadership: Barrier, so the FSM has applied
+// every entry earlier terms committed, then the cluster id on a new
+// cluster. It gives up (false) once leadership is lost.
+func (n *Node) establish(ctx context.Context) bool {
 	for ctx.Err() == nil {
-		if err := n.raft.Barrier(30 * time.Second).Error(); err != nil {
-			n.log.Warn("barrier after election failed", "err", err)
-			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
-				return
-			}
-			continue
+		err := n.raft.Barrier(30 * time.Second).Error()
+		if err == nil {
+			break
 		}
-		break
+		n.log.Warn("barrier after election failed", "err", err)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return false
+		}
 	}
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	if n.fsm.ClusterID() == "" {
 		var b [16]byte
@@ -425,8 +392,11 @@ func (n *Node) establish(ctx context.Context) {
 			n.log.Warn("init cluster id", "err", err)
 		}
 	}
-	n.setLeader(true)
+	if n.raft.State() != raft.Leader {
+		return false // lost meanwhile; NotifyCh ends the term
+	}
 	n.log.Info("serving as leader", "node_id", n.cfg.NodeID, "cluster_id", n.fsm.ClusterID())
+	return true
 }
 
 func (n *Node) setLeader(v bool) {

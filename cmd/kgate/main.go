@@ -125,25 +125,25 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := waitReady(ctx, node, 60*time.Second); err != nil && ctx.Err() == nil {
 		log.Warn("no leader yet; serving anyway (requests get retriable errors until one is elected)", "err", err)
 	}
-	retentionCtx, stopRetention := context.WithCancel(ctx)
-	defer stopRetention()
+	// Leader-only work runs in the node's leader lifecycle: started after
+	// each election's Barrier, stopped and waited for when leadership goes.
+	node.RunWhileLeader("group coordinator", groups.Lead)
+	node.RunWhileLeader("offset expiry", groups.ExpireOffsets)
+	if cfg.Backend == "embedded" { // Iggy applies its own message expiry
+		node.RunWhileLeader("retention", func(ctx context.Context) error {
+			local.RunRetention(ctx, cfg.RetentionCheck)
+			return nil
+		})
+	}
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	defer stopAdmin()
 	var bg sync.WaitGroup
-	bg.Add(3)
+	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		if err := adm.Serve(retentionCtx); err != nil {
+		if err := adm.Serve(adminCtx); err != nil {
 			log.Error("admin server", "err", err)
 		}
-	}()
-	go func() {
-		defer bg.Done()
-		if cfg.Backend == "embedded" { // Iggy applies its own message expiry
-			local.RunRetention(retentionCtx, cfg.RetentionCheck)
-		}
-	}()
-	go func() {
-		defer bg.Done()
-		groups.Run(retentionCtx)
 	}()
 	log.Info("kgate serving", "kafka", cfg.AdvertiseKafkaAddr, "bootstrap", srv.Addr().String(), "data_dir", cfg.DataDir)
 	fmt.Fprintf(os.Stdout, "kgate node %d ready: bootstrap servers %s\n", cfg.NodeID, cfg.AdvertiseKafkaAddr)
@@ -158,7 +158,7 @@ func serve(ctx context.Context, cfg *config) error {
 		stopSrv()
 	}()
 	err = srv.Serve(srvCtx)
-	stopRetention()
+	stopAdmin()
 	bg.Wait()
 	log.Info("kgate stopped")
 	return err
