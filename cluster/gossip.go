@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/kgate/kgate/fsm"
 )
 
 // nodeMeta travels in gossip: who a node is and how to reach it.
@@ -29,6 +32,9 @@ type nodeMeta struct {
 	// the node's departure as a leave rather than a failure: memberlist
 	// does not tell its event callbacks which of the two it was.
 	Leaving bool `json:"leaving,omitempty"`
+	// Level is the highest feature level this node's binary supports.
+	// Releases before feature levels send none: LevelBaseline.
+	Level fsm.Level `json:"fl,omitempty"`
 }
 
 // member is what gossip knows of a node.
@@ -106,7 +112,7 @@ func (g *gossip) localMeta() nodeMeta {
 	return nodeMeta{
 		ID: g.n.cfg.NodeID, ClusterID: g.n.clusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
 		RaftAddr: g.n.cfg.RaftAddr, AdminAddr: g.n.cfg.AdminAddr, Expect: g.n.cfg.BootstrapExpect,
-		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(),
+		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(), Level: g.n.maxLevel(),
 	}
 }
 
@@ -249,6 +255,21 @@ func (g *gossip) askDirectly(m member) (member, bool) {
 		return member{}, false
 	}
 	return *cur, true
+}
+
+// member returns what gossip knows of the node with Raft server id id.
+func (g *gossip) member(id raft.ServerID) (member, bool) {
+	n, err := strconv.Atoi(string(id))
+	if err != nil {
+		return member{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.members[nodeName(int32(n))]
+	if !ok {
+		return member{}, false
+	}
+	return *m, true
 }
 
 // snapshot returns every known member sorted by node id.

@@ -153,6 +153,12 @@ func (n *Node) reconcile() {
 		}
 		addr, isVoter := voters[id]
 		switch {
+		case alive(m.state) && !isVoter && m.meta.Level < n.fsm.FeatureLevel():
+			if !n.refusedOld[m.meta.ID] {
+				n.log.Warn("not adding a voter: its kgate is older than the cluster's feature level",
+					"node_id", m.meta.ID, "its_level", m.meta.Level, "cluster_level", n.fsm.FeatureLevel())
+				n.refusedOld[m.meta.ID] = true
+			}
 		case alive(m.state) && !isVoter && !n.mayJoin(m):
 			// Not yet: it has Raft state but has not shown it is ours.
 		case alive(m.state):
@@ -316,6 +322,9 @@ func stateName(s memberlist.NodeStateType) string {
 // Ready reports whether a leader is known and this node has applied the
 // log up to the commit index it knows of.
 func (n *Node) Ready() bool {
+	if n.fsm.Halted() != nil {
+		return false
+	}
 	if _, ok := n.LeaderID(); !ok {
 		return false
 	}

@@ -41,6 +41,7 @@ type Config struct {
 	RejoinInterval      time.Duration // how often the seed list is joined again
 	GossipProbeInterval time.Duration
 	transport           transportFunc // nil: TCP
+	maxLevel            *fsm.Level    // nil: fsm.LatestLevel; tests pose as an older binary
 	Fsync               bool          // fsync the Raft log on every commit (power-loss safety)
 	HeartbeatTimeout    time.Duration
 	ElectionTimeout     time.Duration
@@ -48,6 +49,9 @@ type Config struct {
 	SnapshotEvery       uint64 // entries between snapshots
 	TrailingLogs        uint64
 	Logger              *slog.Logger
+	// OnHalt runs once if the FSM meets an entry it cannot apply (after the
+	// node stopped serving); kgate serve exits non-zero. Tests observe it.
+	OnHalt func(error)
 }
 
 // ErrNotLeader is returned by Propose on a node that is not the leader.
@@ -84,6 +88,13 @@ type Node struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
+	// refusedOld: nodes reconcile has logged as too old to be voters (only
+	// the voter reconcile service touches it).
+	refusedOld map[int32]bool
+
+	haltOnce sync.Once
+	halted   chan struct{} // closed when the FSM halted (Halted)
+
 	// logClusterID is the cluster id found in the local Raft log at start,
 	// for gossip until the FSM has replayed the log (see clusterID).
 	logClusterID string
@@ -95,7 +106,8 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{}),
+		refusedOld: map[int32]bool{}}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -178,7 +190,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, logBytes: &n.logBytes}, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, logBytes: &n.logBytes, halted: n.halt}, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -206,6 +218,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		go n.membershipLoop()
 		n.RunWhileLeader("voter reconcile", n.reconcileVoters)
 	}
+	n.RunWhileLeader("feature level", n.raiseFeatureLevel)
 	n.observed = make(chan raft.Observation, 16)
 	n.leaderCh = make(chan struct{})
 	r.RegisterObserver(raft.NewObserver(n.observed, false, func(o *raft.Observation) bool {
@@ -355,11 +368,13 @@ func clusterIDInLog(logs raft.LogStore) string {
 	}
 	for i := first; i <= last && i < first+64; i++ {
 		var l raft.Log
-		if logs.GetLog(i, &l) != nil || l.Type != raft.LogCommand || len(l.Data) == 0 || fsm.Kind(l.Data[0]) != fsm.KindInitCluster {
+		if logs.GetLog(i, &l) != nil || l.Type != raft.LogCommand {
 			continue
 		}
 		if c, err := fsm.Decode(l.Data); err == nil {
-			return c.(*fsm.InitCluster).ClusterID
+			if ic, ok := c.(*fsm.InitCluster); ok {
+				return ic.ClusterID
+			}
 		}
 	}
 	return ""
@@ -413,7 +428,7 @@ func (n *Node) setLeader(v bool) {
 }
 
 // IsLeader reports whether this node leads and has applied the whole log.
-func (n *Node) IsLeader() bool { return n.leader.Load() }
+func (n *Node) IsLeader() bool { return n.leader.Load() && n.fsm.Halted() == nil }
 
 // RaftLeader reports whether Raft considers this node the leader, which may
 // be before IsLeader (the FSM still catching up).
@@ -470,6 +485,14 @@ func (n *Node) heartbeatTimeout() time.Duration {
 	return time.Second
 }
 
+// maxLevel is the highest feature level this node reports it supports.
+func (n *Node) maxLevel() fsm.Level {
+	if n.cfg.maxLevel != nil {
+		return *n.cfg.maxLevel
+	}
+	return fsm.LatestLevel
+}
+
 // Self describes this node.
 func (n *Node) Self() NodeInfo {
 	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr}
@@ -514,11 +537,15 @@ func (n *Node) lostLeader() int32 {
 
 // Future is a proposal in flight.
 type Future struct {
-	f raft.ApplyFuture
+	f   raft.ApplyFuture
+	err error // refused before it was proposed
 }
 
 // Result waits for the proposal to be applied and returns the FSM's result.
 func (f Future) Result() (any, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	if err := f.f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
@@ -535,7 +562,21 @@ func (f Future) Result() (any, error) {
 // ProposeAsync enqueues a command. Calls from one goroutine are applied in
 // call order, which keeps a connection's pipelined produces in sequence.
 func (n *Node) ProposeAsync(data []byte) Future {
-	return Future{f: n.raft.Apply(data, 10*time.Second)}
+	entry, err := n.admit(data)
+	if err != nil {
+		return Future{err: err}
+	}
+	return Future{f: n.raft.Apply(entry, 10*time.Second)}
+}
+
+// admit refuses a proposal on a halted node and one the cluster's feature
+// level does not allow yet (fsm.ErrFeatureDisabled), and returns the entry
+// to propose.
+func (n *Node) admit(data []byte) ([]byte, error) {
+	if h := n.fsm.Halted(); h != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotLeader, h)
+	}
+	return n.fsm.Admit(data)
 }
 
 // Propose applies a command and waits for its result. Unless force is set,
@@ -544,11 +585,15 @@ func (n *Node) Propose(ctx context.Context, data []byte, force bool) (any, error
 	if !force && !n.IsLeader() {
 		return nil, ErrNotLeader
 	}
+	entry, err := n.admit(data)
+	if err != nil {
+		return nil, err
+	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Future{f: n.raft.Apply(data, timeout)}.Result()
+	return Future{f: n.raft.Apply(entry, timeout)}.Result()
 }
 
 // StepDown hands leadership to an up-to-date follower if this node leads,
@@ -557,6 +602,40 @@ func (n *Node) StepDown() {
 	if n.raft.State() == raft.Leader {
 		n.transferLeadership()
 	}
+}
+
+// halt stops this node from serving: its FSM met an entry it cannot apply
+// (fsm.HaltError), so its state is no longer the cluster's. Called on
+// Raft's FSM goroutine, so the slow part runs elsewhere: a leader hands
+// leadership over, then Config.OnHalt runs (the process exits there).
+func (n *Node) halt(h *fsm.HaltError) {
+	n.haltOnce.Do(func() {
+		n.log.Error("stopping: this node cannot apply the replicated log and refuses to serve",
+			"index", h.Index, "command", h.Command, "err", h.Err)
+		close(n.halted)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if n.raft.State() == raft.Leader {
+				n.transferLeadership()
+			}
+			if n.cfg.OnHalt != nil {
+				n.cfg.OnHalt(h)
+			}
+		}()
+	})
+}
+
+// Halted is closed once this node has stopped applying the log (see
+// HaltErr); it then answers no request as leader and is not ready.
+func (n *Node) Halted() <-chan struct{} { return n.halted }
+
+// HaltErr is why the node halted, or nil.
+func (n *Node) HaltErr() error {
+	if h := n.fsm.Halted(); h != nil {
+		return h
+	}
+	return nil
 }
 
 // Shutdown stops Raft and closes the stores.
@@ -584,7 +663,8 @@ func (n *Node) Shutdown() error {
 // raftFSM adapts fsm.FSM to raft.FSM.
 type raftFSM struct {
 	f        *fsm.FSM
-	logBytes *atomic.Int64 // bytes applied since the last snapshot, when counted
+	logBytes *atomic.Int64        // bytes applied since the last snapshot, when counted
+	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {
@@ -594,7 +674,11 @@ func (a *raftFSM) Apply(l *raft.Log) any {
 	if a.logBytes != nil {
 		a.logBytes.Add(int64(len(l.Data)))
 	}
-	return a.f.Apply(l.Index, l.Data)
+	res := a.f.Apply(l.Index, l.Data)
+	if h, ok := res.(*fsm.HaltError); ok && a.halted != nil {
+		a.halted(h)
+	}
+	return res
 }
 
 func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {

@@ -196,6 +196,9 @@ func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) (*fsm.GroupR
 	if errors.Is(err, cluster.ErrNotLeader) {
 		return nil, kerr.NotCoordinator.Code
 	}
+	if errors.Is(err, fsm.ErrFeatureDisabled) {
+		return nil, kerr.UnsupportedVersion.Code // a voter still runs an older kgate
+	}
 	if err != nil {
 		c.log.Warn("group proposal failed", "kind", cmd.Kind(), "err", err)
 		return nil, kerr.RequestTimedOut.Code

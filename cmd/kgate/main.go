@@ -122,7 +122,9 @@ func serve(ctx context.Context, cfg *config) error {
 
 	// Serve once a leader is known and this node has applied the log, so
 	// the first answers already see every acknowledged record.
-	if err := waitReady(ctx, node, 60*time.Second); err != nil && ctx.Err() == nil {
+	if err := waitReady(ctx, node, 60*time.Second); node.HaltErr() != nil {
+		return fmt.Errorf("stopped: %w", node.HaltErr())
+	} else if err != nil && ctx.Err() == nil {
 		log.Warn("no leader yet; serving anyway (requests get retriable errors until one is elected)", "err", err)
 	}
 	// Leader-only work runs in the node's leader lifecycle: started after
@@ -153,13 +155,23 @@ func serve(ctx context.Context, cfg *config) error {
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	defer stopSrv()
 	go func() {
-		<-ctx.Done()
-		node.StepDown()
+		select {
+		case <-ctx.Done():
+			node.StepDown()
+		case <-node.Halted():
+			// Fail-stop: this node could not apply a log entry, so its state
+			// is not the cluster's. It stops serving and the process exits
+			// non-zero; the node's log names the entry.
+		}
 		stopSrv()
 	}()
 	err = srv.Serve(srvCtx)
 	stopAdmin()
 	bg.Wait()
+	if herr := node.HaltErr(); herr != nil {
+		log.Error("kgate stopped: cannot apply the replicated log", "err", herr)
+		return fmt.Errorf("stopped: %w", herr)
+	}
 	log.Info("kgate stopped")
 	return err
 }
@@ -173,6 +185,8 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-node.Halted():
+			return node.HaltErr()
 		case <-t.C:
 		}
 	}
