@@ -76,6 +76,7 @@ type clusterNode struct {
 	addrs   map[string]string
 	args    []string // --join, --bootstrap-expect
 
+	bin      string // "" runs the cluster's binary
 	cmd      *exec.Cmd
 	stopping bool
 	exited   chan struct{}
@@ -88,6 +89,9 @@ type clusterView struct {
 	ClusterID string              `json:"cluster_id"`
 	LeaderID  *int32              `json:"leader_id"`
 	Nodes     []clusterMemberView `json:"nodes"`
+	// Absent (0) from releases before feature levels.
+	FeatureLevel    int `json:"feature_level"`
+	MaxFeatureLevel int `json:"max_feature_level"`
 }
 
 type clusterMemberView struct {
@@ -114,10 +118,16 @@ func (v clusterView) member(id int32) (clusterMemberView, bool) {
 // formed a cluster. Every node is killed when the test ends.
 func startCluster(t *testing.T) *kgateCluster {
 	t.Helper()
+	return startClusterOf(t, kgateBinary(t))
+}
+
+// startClusterOf is startCluster with every node running bin.
+func startClusterOf(t *testing.T, bin string) *kgateCluster {
+	t.Helper()
 	if os.Getenv(envExternal) != "" {
 		t.Skipf("multi-node scenario: not possible with %s", envExternal)
 	}
-	c := &kgateCluster{t: t, bin: kgateBinary(t), dir: t.TempDir(), http: &http.Client{Timeout: 2 * time.Second},
+	c := &kgateCluster{t: t, bin: bin, dir: t.TempDir(), http: &http.Client{Timeout: 2 * time.Second},
 		used: map[string]bool{}}
 	for range clusterSize {
 		c.newNode()
@@ -401,8 +411,12 @@ func (n *clusterNode) start() {
 		args = append(args, "--"+f, n.addrs[f])
 	}
 	args = append(append(args, clusterFlags...), n.args...)
-	fmt.Fprintf(logf, "=== %s harness: %s %s\n", time.Now().Format(time.RFC3339Nano), n.c.bin, strings.Join(args, " "))
-	cmd := exec.Command(n.c.bin, args...)
+	bin := n.c.bin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	fmt.Fprintf(logf, "=== %s harness: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {
