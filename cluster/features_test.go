@@ -113,6 +113,19 @@ func TestFeatureLevelRaisedOnlyWhenEveryVoterSupportsIt(t *testing.T) {
 		t.Fatalf("entry written as %x at level %d, want the versioned form", b[:3], fsm.LatestLevel)
 	}
 	converged(t, c.nodes, stateOf(leader))
+
+	// A node of the previous release is not made a voter any more: it
+	// could not apply the log.
+	three := append([]*testNode(nil), c.nodes...)
+	old := c.newNode(4, []string{c.nodes[0].gossipAddr}, 1, func(cfg *Config) { cfg.maxLevel = &older })
+	old.start(t)
+	eventually(t, 20*time.Second, "the leader refuses the old node", func() error {
+		if !leaderAmong(t, three).log().contains("not adding a voter: its kgate is older than the cluster's feature level") {
+			return errors.New("no refusal logged")
+		}
+		return nil
+	})
+	votersAre(t, three, three)
 }
 
 // lastCommand is the newest command entry in tn's Raft log.
