@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/kgate/kgate/fsm"
 )
 
 // nodeMeta travels in gossip: who a node is and how to reach it.
@@ -29,6 +32,9 @@ type nodeMeta struct {
 	// the node's departure as a leave rather than a failure: memberlist
 	// does not tell its event callbacks which of the two it was.
 	Leaving bool `json:"leaving,omitempty"`
+	// Level is the highest feature level this node's binary supports.
+	// Releases before feature levels send none: LevelBaseline.
+	Level fsm.Level `json:"fl,omitempty"`
 }
 
 // member is what gossip knows of a node.
@@ -42,10 +48,11 @@ type member struct {
 // gossip wraps memberlist. Callbacks never block: they record the change
 // and poke the node's reconcile loop.
 type gossip struct {
-	n    *Node
-	ml   *memberlist.Memberlist
-	log  *slog.Logger
-	poke chan struct{}
+	n       *Node
+	ml      *memberlist.Memberlist
+	log     *slog.Logger
+	poke    chan struct{} // wakes membershipLoop
+	changed chan struct{} // wakes the leader's voter reconcile
 
 	// refreshMu serialises metadata broadcasts: a newer one invalidates a
 	// queued older one, which then may never be sent (see Node.Leave).
@@ -58,7 +65,7 @@ type gossip struct {
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
 
 func startGossip(n *Node) (*gossip, error) {
-	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), members: map[string]*member{}}
+	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), changed: make(chan struct{}, 1), members: map[string]*member{}}
 	bind := n.cfg.GossipBindAddr
 	if bind == "" {
 		bind = n.cfg.GossipAddr
@@ -115,7 +122,7 @@ func (g *gossip) localMeta() nodeMeta {
 	return nodeMeta{
 		ID: g.n.cfg.NodeID, ClusterID: g.n.clusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
 		RaftAddr: g.n.cfg.RaftAddr, AdminAddr: g.n.cfg.AdminAddr, Expect: g.n.cfg.BootstrapExpect,
-		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(),
+		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(), Level: g.n.maxLevel(),
 	}
 }
 
@@ -141,8 +148,37 @@ func (g *gossip) NodeMeta(limit int) []byte {
 
 func (g *gossip) NotifyMsg([]byte)                           {}
 func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (g *gossip) LocalState(join bool) []byte                { return nil }
-func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+
+// LocalState sends our metadata as it is now in every push-pull: the
+// metadata memberlist broadcasts is only as new as the last refresh, and a
+// leader deciding whether to make a node a voter asks it directly
+// (askDirectly) for the truth.
+func (g *gossip) LocalState(join bool) []byte {
+	b, _ := json.Marshal(g.localMeta())
+	return b
+}
+
+// MergeRemoteState takes the sender's current metadata (LocalState): a node
+// of another cluster is forgotten, any other known node's metadata updated.
+func (g *gossip) MergeRemoteState(buf []byte, join bool) {
+	var m nodeMeta
+	if len(buf) == 0 || json.Unmarshal(buf, &m) != nil || m.ID == g.n.cfg.NodeID {
+		return
+	}
+	name := nodeName(m.ID)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ours := g.n.clusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
+		if _, ok := g.members[name]; ok {
+			g.log.Warn("refusing a node of another cluster", "node", name, "its_cluster", m.ClusterID, "our_cluster", ours)
+			delete(g.members, name)
+		}
+		return
+	}
+	if cur, ok := g.members[name]; ok {
+		cur.meta = m
+	}
+}
 
 func decodeMeta(n *memberlist.Node) (nodeMeta, error) {
 	var m nodeMeta
@@ -166,6 +202,11 @@ func (g *gossip) NotifyAlive(peer *memberlist.Node) error {
 	}
 	if ours := g.n.clusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
 		g.log.Warn("refusing a node of another cluster", "node", peer.Name, "its_cluster", m.ClusterID, "our_cluster", ours)
+		// It may have been accepted earlier on metadata that did not show
+		// its cluster yet: forget it, so it is never made a voter or broker.
+		g.mu.Lock()
+		delete(g.members, peer.Name)
+		g.mu.Unlock()
 		return fmt.Errorf("cluster id %s is not ours (%s)", m.ClusterID, ours)
 	}
 	return nil
@@ -202,10 +243,43 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	}
 	g.members[n.Name] = cur
 	g.mu.Unlock()
-	select {
-	case g.poke <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{g.poke, g.changed} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// askDirectly refreshes what we know of m from m itself (a push-pull with
+// it) and returns the result; ok is false when it is gone or was refused.
+func (g *gossip) askDirectly(m member) (member, bool) {
+	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
+		g.log.Debug("asking a node for its metadata", "node", m.meta.ID, "err", err)
+		return member{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cur, ok := g.members[nodeName(m.meta.ID)]
+	if !ok {
+		return member{}, false
+	}
+	return *cur, true
+}
+
+// member returns what gossip knows of the node with Raft server id id.
+func (g *gossip) member(id raft.ServerID) (member, bool) {
+	n, err := strconv.Atoi(string(id))
+	if err != nil {
+		return member{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.members[nodeName(int32(n))]
+	if !ok {
+		return member{}, false
+	}
+	return *m, true
 }
 
 // snapshot returns every known member sorted by node id.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"strconv"
@@ -16,14 +17,17 @@ func alive(s memberlist.NodeStateType) bool {
 
 func sortNodes(ns []NodeInfo) { sort.Slice(ns, func(i, j int) bool { return ns[i].ID < ns[j].ID }) }
 
-// membershipLoop turns gossip into Raft membership: it bootstraps a new
-// cluster once enough fresh nodes see each other, and on the leader adds and
-// removes voters. It runs on gossip events and on a timer, never inside a
-// memberlist callback.
+// membershipLoop follows gossip on every node: it keeps this node's
+// metadata current, rejoins the seeds, and bootstraps a new cluster once
+// enough fresh nodes see each other. Voters are the leader's business
+// (reconcileVoters). It runs on gossip events and on a timer, never inside
+// a memberlist callback.
 func (n *Node) membershipLoop() {
 	defer n.wg.Done()
-	reconcile := time.NewTicker(5 * time.Second)
-	defer reconcile.Stop()
+	// Often enough that a node's metadata shows its cluster id soon after
+	// it applied it (mayJoin waits for that).
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	every := n.cfg.RejoinInterval
 	if every <= 0 {
 		every = 30 * time.Second
@@ -35,15 +39,12 @@ func (n *Node) membershipLoop() {
 	seeking := time.NewTicker(time.Second)
 	defer seeking.Stop()
 	lastMeta := n.gossip.localMeta()
-	leaderCh := n.LeaderChanged()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-n.gossip.poke:
-		case <-reconcile.C:
-		case <-leaderCh:
-			leaderCh = n.LeaderChanged()
+		case <-tick.C:
 		case <-rejoin.C:
 			// A node cut off long enough is forgotten by the others; joining
 			// the seeds again brings it back.
@@ -59,10 +60,24 @@ func (n *Node) membershipLoop() {
 		}
 		if !n.hasRaftState() {
 			n.tryBootstrap()
-			continue
 		}
-		if n.IsLeader() {
-			n.reconcile()
+	}
+}
+
+// reconcileVoters is the leader service that makes the Raft voters follow
+// gossip: at the start of the term, on every gossip change and every
+// second (a fresh node's wait or a dead node's reap time passes without an
+// event).
+func (n *Node) reconcileVoters(ctx context.Context) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		n.reconcile()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.gossip.changed:
+		case <-tick.C:
 		}
 	}
 }
@@ -138,6 +153,14 @@ func (n *Node) reconcile() {
 		}
 		addr, isVoter := voters[id]
 		switch {
+		case alive(m.state) && !isVoter && m.meta.Level < n.fsm.FeatureLevel():
+			if !n.refusedOld[m.meta.ID] {
+				n.log.Warn("not adding a voter: its kgate is older than the cluster's feature level",
+					"node_id", m.meta.ID, "its_level", m.meta.Level, "cluster_level", n.fsm.FeatureLevel())
+				n.refusedOld[m.meta.ID] = true
+			}
+		case alive(m.state) && !isVoter && !n.mayJoin(m):
+			// Not yet: it has Raft state but has not shown it is ours.
 		case alive(m.state):
 			if !isVoter || addr != raft.ServerAddress(m.meta.RaftAddr) {
 				n.log.Info("adding voter", "node_id", m.meta.ID, "raft_addr", m.meta.RaftAddr)
@@ -151,6 +174,21 @@ func (n *Node) reconcile() {
 			n.removeVoter(id, "failed longer than --dead-node-reap-after")
 		}
 	}
+}
+
+// mayJoin reports whether a node that is not a voter may become one: a
+// node whose gossip metadata shows this cluster's id, or one that says,
+// asked directly, that it has no Raft state. Metadata heard through third
+// parties can be stale: a node may still show what it sent before it
+// bootstrapped a cluster of its own, and if it has not applied its log yet
+// it shows no cluster id. Adding such a node would let this leader
+// overwrite another cluster's log.
+func (n *Node) mayJoin(m member) bool {
+	if ours := n.clusterID(); m.meta.HasState {
+		return ours != "" && m.meta.ClusterID == ours
+	}
+	fresh, ok := n.gossip.askDirectly(m)
+	return ok && !fresh.meta.HasState
 }
 
 func (n *Node) removeVoter(id raft.ServerID, why string) {
@@ -284,6 +322,9 @@ func stateName(s memberlist.NodeStateType) string {
 // Ready reports whether a leader is known and this node has applied the
 // log up to the commit index it knows of.
 func (n *Node) Ready() bool {
+	if n.fsm.Halted() != nil {
+		return false
+	}
 	if _, ok := n.LeaderID(); !ok {
 		return false
 	}

@@ -44,6 +44,7 @@ type Config struct {
 	RejoinInterval      time.Duration // how often the seed list is joined again
 	GossipProbeInterval time.Duration
 	transport           transportFunc // nil: TCP
+	maxLevel            *fsm.Level    // nil: fsm.LatestLevel; tests pose as an older binary
 	Fsync               bool          // fsync the Raft log on every commit (power-loss safety)
 	HeartbeatTimeout    time.Duration
 	ElectionTimeout     time.Duration
@@ -51,6 +52,9 @@ type Config struct {
 	SnapshotEvery       uint64 // entries between snapshots
 	TrailingLogs        uint64
 	Logger              *slog.Logger
+	// OnHalt runs once if the FSM meets an entry it cannot apply (after the
+	// node stopped serving); kgate serve exits non-zero. Tests observe it.
+	OnHalt func(error)
 }
 
 // ErrNotLeader is returned by Propose on a node that is not the leader.
@@ -82,11 +86,19 @@ type Node struct {
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
 	leader   atomic.Bool   // this node leads and has caught up (barrier done)
+	life     *lifecycle    // starts and stops the leader services
 	mu       sync.Mutex
 	watchers []chan struct{}
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// refusedOld: nodes reconcile has logged as too old to be voters (only
+	// the voter reconcile service touches it).
+	refusedOld map[int32]bool
+
+	haltOnce sync.Once
+	halted   chan struct{} // closed when the FSM halted (Halted)
 
 	// logClusterID is the cluster id found in the local Raft log at start,
 	// for gossip until the FSM has replayed the log (see clusterID).
@@ -99,7 +111,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{}),
+		refusedOld: map[int32]bool{}}
+	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -186,7 +200,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes}, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt}, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -212,7 +226,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		n.gossip.join(cfg.Join)
 		n.wg.Add(1)
 		go n.membershipLoop()
+		n.RunWhileLeader("voter reconcile", n.reconcileVoters)
 	}
+	n.RunWhileLeader("feature level", n.raiseFeatureLevel)
 	n.observed = make(chan raft.Observation, 16)
 	n.leaderCh = make(chan struct{})
 	r.RegisterObserver(raft.NewObserver(n.observed, false, func(o *raft.Observation) bool {
@@ -220,7 +236,10 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return ok
 	}))
 	n.wg.Add(3)
-	go n.trackLeadership()
+	go func() {
+		defer n.wg.Done()
+		n.life.run(n.notify, n.stop)
+	}()
 	go n.watchLeaders()
 	go n.snapshotBySize()
 	return n, nil
@@ -366,11 +385,13 @@ func clusterIDInLog(logs raft.LogStore) string {
 	}
 	for i := first; i <= last && i < first+64; i++ {
 		var l raft.Log
-		if logs.GetLog(i, &l) != nil || l.Type != raft.LogCommand || len(l.Data) == 0 || fsm.Kind(l.Data[0]) != fsm.KindInitCluster {
+		if logs.GetLog(i, &l) != nil || l.Type != raft.LogCommand {
 			continue
 		}
 		if c, err := fsm.Decode(l.Data); err == nil {
-			return c.(*fsm.InitCluster).ClusterID
+			if ic, ok := c.(*fsm.InitCluster); ok {
+				return ic.ClusterID
+			}
 		}
 	}
 	return ""
@@ -379,61 +400,22 @@ func clusterIDInLog(logs raft.LogStore) string {
 // hasRaftState reports whether this node has ever been part of a cluster.
 func (n *Node) hasRaftState() bool { return n.raft.LastIndex() > 0 }
 
-// trackLeadership follows NotifyCh. On gaining leadership it waits for the
-// FSM to catch up (Barrier) before the node serves as leader.
-func (n *Node) trackLeadership() {
-	defer n.wg.Done()
-	var term leaderTerm
-	defer term.end()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case isLeader := <-n.notify:
-			term.end()
-			n.setLeader(false)
-			if !isLeader {
-				continue
-			}
-			ctx := term.begin()
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
-				n.establish(ctx)
-			}()
-		}
-	}
-}
-
-// leaderTerm scopes the work of one stretch of leadership.
-type leaderTerm struct{ cancel context.CancelFunc }
-
-func (t *leaderTerm) begin() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.cancel = cancel
-	return ctx
-}
-
-func (t *leaderTerm) end() {
-	if t.cancel != nil {
-		t.cancel()
-		t.cancel = nil
-	}
-}
-
-func (n *Node) establish(ctx context.Context) {
+// establish readies a term of leadership: Barrier, so the FSM has applied
+// every entry earlier terms committed, then the cluster id on a new
+// cluster. It gives up (false) once leadership is lost.
+func (n *Node) establish(ctx context.Context) bool {
 	for ctx.Err() == nil {
-		if err := n.raft.Barrier(30 * time.Second).Error(); err != nil {
-			n.log.Warn("barrier after election failed", "err", err)
-			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
-				return
-			}
-			continue
+		err := n.raft.Barrier(30 * time.Second).Error()
+		if err == nil {
+			break
 		}
-		break
+		n.log.Warn("barrier after election failed", "err", err)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return false
+		}
 	}
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	if n.fsm.ClusterID() == "" {
 		var b [16]byte
@@ -442,8 +424,11 @@ func (n *Node) establish(ctx context.Context) {
 			n.log.Warn("init cluster id", "err", err)
 		}
 	}
-	n.setLeader(true)
+	if n.raft.State() != raft.Leader {
+		return false // lost meanwhile; NotifyCh ends the term
+	}
 	n.log.Info("serving as leader", "node_id", n.cfg.NodeID, "cluster_id", n.fsm.ClusterID())
+	return true
 }
 
 func (n *Node) setLeader(v bool) {
@@ -460,7 +445,7 @@ func (n *Node) setLeader(v bool) {
 }
 
 // IsLeader reports whether this node leads and has applied the whole log.
-func (n *Node) IsLeader() bool { return n.leader.Load() }
+func (n *Node) IsLeader() bool { return n.leader.Load() && n.fsm.Halted() == nil }
 
 // RaftLeader reports whether Raft considers this node the leader, which may
 // be before IsLeader (the FSM still catching up).
@@ -517,6 +502,14 @@ func (n *Node) heartbeatTimeout() time.Duration {
 	return time.Second
 }
 
+// maxLevel is the highest feature level this node reports it supports.
+func (n *Node) maxLevel() fsm.Level {
+	if n.cfg.maxLevel != nil {
+		return *n.cfg.maxLevel
+	}
+	return fsm.LatestLevel
+}
+
 // Self describes this node.
 func (n *Node) Self() NodeInfo {
 	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr}
@@ -562,12 +555,16 @@ func (n *Node) lostLeader() int32 {
 // Future is a proposal in flight.
 type Future struct {
 	f       raft.ApplyFuture
+	err     error // refused before it was proposed
 	began   time.Time
 	latency prometheus.Histogram
 }
 
 // Result waits for the proposal to be applied and returns the FSM's result.
 func (f Future) Result() (any, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	err := f.f.Error()
 	if f.latency != nil && err == nil {
 		f.latency.Observe(time.Since(f.began).Seconds())
@@ -588,7 +585,21 @@ func (f Future) Result() (any, error) {
 // ProposeAsync enqueues a command. Calls from one goroutine are applied in
 // call order, which keeps a connection's pipelined produces in sequence.
 func (n *Node) ProposeAsync(data []byte) Future {
-	return Future{f: n.raft.Apply(data, 10*time.Second), began: time.Now(), latency: n.metrics.applyDuration}
+	entry, err := n.admit(data)
+	if err != nil {
+		return Future{err: err}
+	}
+	return Future{f: n.raft.Apply(entry, 10*time.Second), began: time.Now(), latency: n.metrics.applyDuration}
+}
+
+// admit refuses a proposal on a halted node and one the cluster's feature
+// level does not allow yet (fsm.ErrFeatureDisabled), and returns the entry
+// to propose.
+func (n *Node) admit(data []byte) ([]byte, error) {
+	if h := n.fsm.Halted(); h != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotLeader, h)
+	}
+	return n.fsm.Admit(data)
 }
 
 // Propose applies a command and waits for its result. Unless force is set,
@@ -597,11 +608,15 @@ func (n *Node) Propose(ctx context.Context, data []byte, force bool) (any, error
 	if !force && !n.IsLeader() {
 		return nil, ErrNotLeader
 	}
+	entry, err := n.admit(data)
+	if err != nil {
+		return nil, err
+	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Future{f: n.raft.Apply(data, timeout), began: time.Now(), latency: n.metrics.applyDuration}.Result()
+	return Future{f: n.raft.Apply(entry, timeout), began: time.Now(), latency: n.metrics.applyDuration}.Result()
 }
 
 // StepDown hands leadership to an up-to-date follower if this node leads,
@@ -610,6 +625,40 @@ func (n *Node) StepDown() {
 	if n.raft.State() == raft.Leader {
 		n.transferLeadership()
 	}
+}
+
+// halt stops this node from serving: its FSM met an entry it cannot apply
+// (fsm.HaltError), so its state is no longer the cluster's. Called on
+// Raft's FSM goroutine, so the slow part runs elsewhere: a leader hands
+// leadership over, then Config.OnHalt runs (the process exits there).
+func (n *Node) halt(h *fsm.HaltError) {
+	n.haltOnce.Do(func() {
+		n.log.Error("stopping: this node cannot apply the replicated log and refuses to serve",
+			"index", h.Index, "command", h.Command, "err", h.Err)
+		close(n.halted)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if n.raft.State() == raft.Leader {
+				n.transferLeadership()
+			}
+			if n.cfg.OnHalt != nil {
+				n.cfg.OnHalt(h)
+			}
+		}()
+	})
+}
+
+// Halted is closed once this node has stopped applying the log (see
+// HaltErr); it then answers no request as leader and is not ready.
+func (n *Node) Halted() <-chan struct{} { return n.halted }
+
+// HaltErr is why the node halted, or nil.
+func (n *Node) HaltErr() error {
+	if h := n.fsm.Halted(); h != nil {
+		return h
+	}
+	return nil
 }
 
 // Shutdown stops Raft and closes the stores.
@@ -638,7 +687,8 @@ func (n *Node) Shutdown() error {
 type raftFSM struct {
 	f        *fsm.FSM
 	m        *metrics
-	logBytes *atomic.Int64 // bytes applied since the last snapshot, when counted
+	logBytes *atomic.Int64        // bytes applied since the last snapshot, when counted
+	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {
@@ -648,7 +698,11 @@ func (a *raftFSM) Apply(l *raft.Log) any {
 	if a.logBytes != nil {
 		a.logBytes.Add(int64(len(l.Data)))
 	}
-	return a.f.Apply(l.Index, l.Data)
+	res := a.f.Apply(l.Index, l.Data)
+	if h, ok := res.(*fsm.HaltError); ok && a.halted != nil {
+		a.halted(h)
+	}
+	return res
 }
 
 func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {

@@ -71,7 +71,6 @@ func (c *Config) setDefaults() {
 type Raft interface {
 	IsLeader() bool   // leads and has applied the whole log
 	RaftLeader() bool // Raft says leader, maybe still catching up
-	LeaderChanged() <-chan struct{}
 	Propose(ctx context.Context, data []byte, force bool) (any, error)
 }
 
@@ -91,37 +90,43 @@ type Coordinator struct {
 	metrics *metrics
 }
 
-// New makes a coordinator; Run must be called to follow leadership.
+// New makes a coordinator. It serves groups while Lead runs.
 func New(cfg Config, raft Raft, state *fsm.FSM) *Coordinator {
 	cfg.setDefaults()
 	return &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, raft: raft, fsm: state, groups: map[string]*softGroup{}, metrics: newMetrics()}
 }
 
-// Run follows leadership until ctx ends: on becoming the serving leader it
-// re-arms every member's session from now, and on losing it answers every
-// parked request NOT_COORDINATOR.
-func (c *Coordinator) Run(ctx context.Context) {
+// Lead serves groups for one term of leadership; the cluster's leader
+// lifecycle runs it (cluster.Node.RunWhileLeader) once the node has applied
+// the whole log. It re-arms every member's session from now, sweeps
+// expired pending member ids, and when ctx ends answers every parked
+// request NOT_COORDINATOR and stops every timer before it returns.
+func (c *Coordinator) Lead(ctx context.Context) error {
+	c.activate()
+	defer c.deactivate()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
-	lastRetention := time.Now()
 	for {
-		changed := c.raft.LeaderChanged()
-		if c.raft.IsLeader() {
-			c.activate()
-		} else {
-			c.deactivate()
-		}
 		select {
 		case <-ctx.Done():
-			c.deactivate()
-			return
-		case <-changed:
+			return nil
 		case <-sweep.C:
 			c.expirePending()
-			if time.Since(lastRetention) >= c.cfg.RetentionCheck {
-				lastRetention = time.Now()
-				c.expireOffsets(ctx)
-			}
+		}
+	}
+}
+
+// ExpireOffsets applies offsets retention every RetentionCheck for one term
+// of leadership (a leader service, like Lead).
+func (c *Coordinator) ExpireOffsets(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.RetentionCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			c.expireOffsets(ctx)
 		}
 	}
 }
@@ -192,6 +197,9 @@ func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) (*fsm.GroupR
 	res, err := c.raft.Propose(ctx, fsm.Encode(cmd), false)
 	if errors.Is(err, cluster.ErrNotLeader) {
 		return nil, kerr.NotCoordinator.Code
+	}
+	if errors.Is(err, fsm.ErrFeatureDisabled) {
+		return nil, kerr.UnsupportedVersion.Code // a voter still runs an older kgate
 	}
 	if err != nil {
 		c.log.Warn("group proposal failed", "kind", cmd.Kind(), "err", err)

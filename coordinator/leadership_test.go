@@ -12,20 +12,45 @@ import (
 	"github.com/kgate/kgate/fsm"
 )
 
-// run starts c.Run on the harness and stops it at cleanup.
+// run follows the test Raft's leadership as the cluster's leader
+// lifecycle does: Lead runs while the test Raft says this node is the
+// serving leader, and a loss waits for Lead to return before anything else.
 func (h *harness) run() {
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	go func() {
-		h.c.Run(ctx)
-		close(done)
+		defer close(done)
+		var endTerm func()
+		defer func() {
+			if endTerm != nil {
+				endTerm()
+			}
+		}()
+		for {
+			changed := h.raft.LeaderChanged()
+			switch leader := h.raft.IsLeader(); {
+			case leader && endTerm == nil:
+				termCtx, stop := context.WithCancel(ctx)
+				ended := make(chan struct{})
+				go func() { h.c.Lead(termCtx); close(ended) }()
+				endTerm = func() { stop(); <-ended }
+			case !leader && endTerm != nil:
+				endTerm()
+				endTerm = nil
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
 	}()
 	h.t.Cleanup(func() {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			h.t.Error("Run did not return after its context ended")
+			h.t.Error("Lead did not return after its context ended")
 		}
 	})
 	synctest.Wait()
@@ -245,13 +270,7 @@ func TestWithSingleNodeCluster(t *testing.T) {
 
 	clk := newFakeClock()
 	c := New(Config{Clock: clk, Logger: discard}, node, f)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(runCtx); close(done) }()
-	t.Cleanup(func() {
-		stop()
-		recv(t, done, "Run after cancel")
-	})
+	node.RunWhileLeader("group coordinator", c.Lead)
 	eventually(t, "the coordinator to serve", func() bool { return c.Status() == 0 })
 
 	// hasSession reports whether n members of g have joined and their

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"math"
 	"sort"
 )
@@ -38,15 +39,19 @@ type AppendResults struct{ Results []AppendResult }
 func (f *FSM) applyAppend(c *Append) any {
 	out := &AppendResults{Results: make([]AppendResult, len(c.Batches))}
 	for i := range c.Batches {
-		out.Results[i] = f.appendBatch(c.NowMs, &c.Batches[i])
+		r, err := f.appendBatch(c.NowMs, &c.Batches[i])
+		if err != nil {
+			return ioFailure(fmt.Sprintf("append to %s/%d", c.Batches[i].Topic, c.Batches[i].Partition), err)
+		}
+		out.Results[i] = r
 	}
 	return out
 }
 
-func (f *FSM) appendBatch(now int64, b *Batch) AppendResult {
+func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 	p := f.Partition(b.Topic, b.Partition)
 	if p == nil {
-		return AppendResult{Code: ErrUnknownTopicOrPartition, BaseOffset: -1, LogStartOffset: -1}
+		return AppendResult{Code: ErrUnknownTopicOrPartition, BaseOffset: -1, LogStartOffset: -1}, nil
 	}
 	var ps *producerState
 	if b.ProducerID >= 0 {
@@ -54,22 +59,21 @@ func (f *FSM) appendBatch(now int64, b *Batch) AppendResult {
 		var code int16
 		ps, dup, code = p.checkSequence(b)
 		if code != ErrNone {
-			return AppendResult{Code: code, BaseOffset: -1, LogStartOffset: p.Log.Start()}
+			return AppendResult{Code: code, BaseOffset: -1, LogStartOffset: p.Log.Start()}, nil
 		}
 		if dup != nil {
 			// A retry of a batch already written: answer with its offsets.
-			return AppendResult{BaseOffset: dup.firstOffset, LogStartOffset: p.Log.Start()}
+			return AppendResult{BaseOffset: dup.firstOffset, LogStartOffset: p.Log.Start()}, nil
 		}
 	}
 	base, err := p.Log.Append(b.Data, b.LastOffsetDelta, b.MaxTimestamp)
 	if err != nil {
-		f.log.Error("append", "topic", b.Topic, "partition", b.Partition, "err", err)
-		return AppendResult{Code: ErrKafkaStorage, BaseOffset: -1, LogStartOffset: -1}
+		return AppendResult{}, err
 	}
 	if b.ProducerID >= 0 {
 		p.recordBatch(now, b, ps, base)
 	}
-	return AppendResult{BaseOffset: base, LogStartOffset: p.Log.Start()}
+	return AppendResult{BaseOffset: base, LogStartOffset: p.Log.Start()}, nil
 }
 
 func lastSeq(b *Batch) int32 {

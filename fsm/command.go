@@ -20,7 +20,109 @@ const (
 	KindAlterConfigs     Kind = 8
 	// 9-16 are the group commands (group_commands.go).
 	KindAlterTopicConfigs Kind = 17
+	KindSetFeatureLevel   Kind = 18 // features.go
 )
+
+// commands is every command kind this binary can decode and apply.
+//
+// Adding a command kind is one row here (plus its type and apply method):
+//  1. take the next unused Kind number above;
+//  2. add a level in features.go (LevelX = LatestLevel+1) and make it
+//     LatestLevel, unless this change already added one;
+//  3. add the row: its name, since: []Level{LevelX}, a decoder and the
+//     apply method.
+//
+// Proposals of the kind then fail with ErrFeatureDisabled (the gateway
+// answers UNSUPPORTED_VERSION) until every voter runs a binary with the new
+// level and the leader has raised the cluster to it.
+//
+// Changing an existing kind's encoding is a new version of it, never an
+// edit in place: append the level that allows writing it to since (since[v-1]
+// is the level for version v) and decode every version by the version
+// argument. A version this binary does not know stops the node.
+var commands = map[Kind]commandSpec{
+	KindInitCluster: row("InitCluster", baseline,
+		func(d *dec, _ uint8) *InitCluster { return &InitCluster{ClusterID: d.str()} }, (*FSM).applyInitCluster),
+	KindCreateTopic: row("CreateTopic", baseline, v1(decodeCreateTopic), (*FSM).applyCreateTopic),
+	KindDeleteTopic: row("DeleteTopic", baseline,
+		func(d *dec, _ uint8) *DeleteTopic { return &DeleteTopic{Name: d.str()} }, (*FSM).applyDeleteTopic),
+	KindCreatePartitions: row("CreatePartitions", baseline,
+		func(d *dec, _ uint8) *CreatePartitions { return &CreatePartitions{Name: d.str(), Count: d.i32()} },
+		(*FSM).applyCreatePartitions),
+	KindAppend: row("Append", baseline, v1(decodeAppend), (*FSM).applyAppend),
+	KindInitProducerID: row("InitProducerID", baseline,
+		func(*dec, uint8) *InitProducerID { return &InitProducerID{} },
+		func(f *FSM, _ *InitProducerID) any { return f.applyInitProducerID() }),
+	KindTrimLog: row("TrimLog", baseline,
+		func(d *dec, _ uint8) *TrimLog { return &TrimLog{Topic: d.str(), Partition: d.i32(), Start: d.i64()} },
+		(*FSM).applyTrimLog),
+	KindAlterConfigs: row("AlterConfigs", baseline,
+		func(d *dec, _ uint8) *AlterConfigs {
+			return &AlterConfigs{Name: d.str(), Set: decodeConfigs(d), Delete: decodeStrings(d)}
+		}, (*FSM).applyAlterConfigs),
+	KindAlterTopicConfigs: row("AlterTopicConfigs", baseline,
+		func(d *dec, _ uint8) *AlterTopicConfigs {
+			return &AlterTopicConfigs{Name: d.str(), Configs: decodeConfigs(d)}
+		}, (*FSM).applyAlterTopicConfigs),
+	KindJoinGroup: row("JoinGroup", baseline, v1(decodeJoinGroup), (*FSM).applyJoinGroup),
+	KindCompleteJoin: row("CompleteJoin", baseline,
+		func(d *dec, _ uint8) *CompleteJoin {
+			return &CompleteJoin{Group: d.str(), Generation: d.i32(), NowMs: d.i64()}
+		}, (*FSM).applyCompleteJoin),
+	KindSyncGroup: row("SyncGroup", baseline, v1(decodeSyncGroup), (*FSM).applySyncGroup),
+	KindRemoveMembers: row("RemoveMembers", baseline,
+		func(d *dec, _ uint8) *RemoveMembers {
+			return &RemoveMembers{Group: d.str(), MemberIDs: decodeStrings(d), NowMs: d.i64()}
+		}, (*FSM).applyRemoveMembers),
+	KindCommitOffsets: row("CommitOffsets", baseline, v1(decodeCommitOffsets), (*FSM).applyCommitOffsets),
+	KindDeleteGroups: row("DeleteGroups", baseline,
+		func(d *dec, _ uint8) *DeleteGroups { return &DeleteGroups{Groups: decodeStrings(d)} },
+		(*FSM).applyDeleteGroups),
+	KindDeleteOffsets: row("DeleteOffsets", baseline, v1(decodeDeleteOffsets), (*FSM).applyDeleteOffsets),
+	KindExpireOffsets: row("ExpireOffsets", baseline,
+		func(d *dec, _ uint8) *ExpireOffsets { return &ExpireOffsets{NowMs: d.i64(), RetentionMs: d.i64()} },
+		(*FSM).applyExpireOffsets),
+	// Proposed only by the leader, and only once every voter supports the
+	// target level (cluster's feature-level service), so it may be written
+	// at the baseline level to leave it.
+	KindSetFeatureLevel: row("SetFeatureLevel", baseline,
+		func(d *dec, _ uint8) *SetFeatureLevel { return &SetFeatureLevel{Level: Level(d.i16())} },
+		(*FSM).applySetFeatureLevel),
+}
+
+// baseline is the since of a kind every release has: version 1 from the
+// start.
+var baseline = []Level{LevelBaseline}
+
+// commandSpec is what this binary knows of one command kind.
+type commandSpec struct {
+	name   string
+	since  []Level // since[v-1]: the feature level that allows writing version v
+	decode func(d *dec, version uint8) Command
+	apply  func(f *FSM, c Command) any
+}
+
+// row makes a commandSpec from typed functions.
+func row[T Command](name string, since []Level, decode func(d *dec, version uint8) T, apply func(*FSM, T) any) commandSpec {
+	return commandSpec{
+		name:   name,
+		since:  since,
+		decode: func(d *dec, v uint8) Command { return decode(d, v) },
+		apply:  func(f *FSM, c Command) any { return apply(f, c.(T)) },
+	}
+}
+
+// v1 adapts the decoder of a kind that has only version 1.
+func v1[T Command](decode func(*dec) T) func(*dec, uint8) T {
+	return func(d *dec, _ uint8) T { return decode(d) }
+}
+
+func (k Kind) String() string {
+	if s, ok := commands[k]; ok {
+		return s.name
+	}
+	return fmt.Sprintf("unknown kind %d", uint8(k))
+}
 
 // Command is one replicated state change. Everything Apply needs is in the
 // command: the leader stamps times, ids and validated batch facts into it.
@@ -29,63 +131,70 @@ type Command interface {
 	encode(*enc)
 }
 
-// Encode returns the log entry bytes of c.
+// versionedEntry opens an entry that carries its command's version:
+// [versionedEntry][version][kind][body]. No kind is 0, so an entry without
+// it ([kind][body], what releases before feature levels wrote, and what
+// Admit proposes at the baseline level) is version 1 of its kind.
+const versionedEntry = 0
+
+// Encode returns the log entry bytes of c, at its kind's latest version.
 func Encode(c Command) []byte {
 	e := &enc{b: make([]byte, 0, 64)}
-	e.u8(uint8(c.Kind()))
+	encodeHeader(e, c.Kind())
 	c.encode(e)
 	return e.b
 }
 
-// Decode parses a log entry. Slices in the result alias data.
-func Decode(data []byte) (Command, error) {
-	if len(data) == 0 {
-		return nil, errShort
+func encodeHeader(e *enc, k Kind) {
+	e.u8(versionedEntry)
+	e.u8(uint8(len(commands[k].since)))
+	e.u8(uint8(k))
+}
+
+// splitEntry reads an entry's header.
+func splitEntry(data []byte) (Kind, uint8, []byte, error) {
+	switch {
+	case len(data) == 0:
+		return 0, 0, nil, errShort
+	case data[0] != versionedEntry:
+		return Kind(data[0]), 1, data[1:], nil
+	case len(data) < 3:
+		return 0, 0, nil, errShort
 	}
-	d := &dec{b: data[1:]}
-	var c Command
-	switch Kind(data[0]) {
-	case KindInitCluster:
-		c = &InitCluster{ClusterID: d.str()}
-	case KindCreateTopic:
-		c = decodeCreateTopic(d)
-	case KindDeleteTopic:
-		c = &DeleteTopic{Name: d.str()}
-	case KindCreatePartitions:
-		c = &CreatePartitions{Name: d.str(), Count: d.i32()}
-	case KindAppend:
-		c = decodeAppend(d)
-	case KindInitProducerID:
-		c = &InitProducerID{}
-	case KindTrimLog:
-		c = &TrimLog{Topic: d.str(), Partition: d.i32(), Start: d.i64()}
-	case KindAlterConfigs:
-		c = &AlterConfigs{Name: d.str(), Set: decodeConfigs(d), Delete: decodeStrings(d)}
-	case KindAlterTopicConfigs:
-		c = &AlterTopicConfigs{Name: d.str(), Configs: decodeConfigs(d)}
-	case KindJoinGroup:
-		c = decodeJoinGroup(d)
-	case KindCompleteJoin:
-		c = &CompleteJoin{Group: d.str(), Generation: d.i32(), NowMs: d.i64()}
-	case KindSyncGroup:
-		c = decodeSyncGroup(d)
-	case KindRemoveMembers:
-		c = &RemoveMembers{Group: d.str(), MemberIDs: decodeStrings(d), NowMs: d.i64()}
-	case KindCommitOffsets:
-		c = decodeCommitOffsets(d)
-	case KindDeleteGroups:
-		c = &DeleteGroups{Groups: decodeStrings(d)}
-	case KindDeleteOffsets:
-		c = decodeDeleteOffsets(d)
-	case KindExpireOffsets:
-		c = &ExpireOffsets{NowMs: d.i64(), RetentionMs: d.i64()}
-	default:
-		return nil, fmt.Errorf("fsm: unknown command kind %d", data[0])
+	return Kind(data[2]), data[1], data[3:], nil
+}
+
+// Decode parses a log entry, either form. Slices in the result alias data.
+func Decode(data []byte) (Command, error) {
+	c, _, _, err := decodeEntry(data)
+	return c, err
+}
+
+// decodeEntry parses a log entry and names its command (kind and version)
+// for error messages.
+func decodeEntry(data []byte) (Command, uint8, string, error) {
+	kind, version, body, err := splitEntry(data)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("fsm: decode entry: %w", err)
+	}
+	name := fmt.Sprintf("%s v%d", kind, version)
+	spec, ok := commands[kind]
+	if !ok {
+		return nil, version, name, fmt.Errorf("fsm: unknown command kind %d: written by a newer kgate", uint8(kind))
+	}
+	if version == 0 || int(version) > len(spec.since) {
+		return nil, version, name, fmt.Errorf("fsm: %s version %d is not known to this binary (it reads up to %d)",
+			kind, version, len(spec.since))
+	}
+	d := &dec{b: body}
+	c := spec.decode(d, version)
+	if d.err == nil && len(d.b) > 0 {
+		d.err = fmt.Errorf("%d bytes left over", len(d.b))
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("fsm: decode command kind %d: %w", data[0], d.err)
+		return nil, version, name, fmt.Errorf("fsm: decode %s: %w", name, d.err)
 	}
-	return c, nil
+	return c, version, name, nil
 }
 
 // InitCluster records the cluster id, once.
@@ -258,7 +367,7 @@ func (c *Append) EncodedSize() int {
 // EncodeAppend encodes an Append into one presized buffer (hot path).
 func EncodeAppend(c *Append) []byte {
 	e := &enc{b: make([]byte, 0, c.EncodedSize())}
-	e.u8(uint8(KindAppend))
+	encodeHeader(e, KindAppend)
 	c.encode(e)
 	return e.b
 }

@@ -55,6 +55,8 @@ type FSM struct {
 	groups         map[string]*Group
 
 	applied atomic.Uint64 // index of the last applied entry
+	level   atomic.Uint32 // the cluster's feature Level
+	halted  atomic.Pointer[HaltError]
 }
 
 // Topic is one topic. Name, ID and Partitions are read under the FSM lock.
@@ -104,60 +106,75 @@ func partitionDir(root string, id [16]byte, p int32) string {
 func (f *FSM) Applied() uint64 { return f.applied.Load() }
 
 // Apply applies one committed log entry and returns its result: one of the
-// *Result types below, or an error for an undecodable entry.
+// *Result types below, a deterministic error value (ErrFeatureDisabled), or
+// a *HaltError.
+//
+// Apply is fail-stop. An entry this binary cannot decode or apply, or an
+// apply that fails on local I/O, returns a *HaltError and halts the FSM:
+// the entry is not counted as applied and every later entry gets the same
+// error, so this replica never goes on from a state the others do not
+// share. The node must stop (cluster.Node does); after a restart with a
+// binary that can apply it, replay resumes from the last checkpoint.
 func (f *FSM) Apply(index uint64, data []byte) any {
+	if h := f.halted.Load(); h != nil {
+		return h
+	}
 	if index != 0 && index <= f.applied.Load() {
 		// Already in the checkpointed state (replay after restart).
 		return nil
 	}
-	defer func() {
-		if index != 0 {
-			f.applied.Store(index)
-		}
-	}()
-	cmd, err := Decode(data)
+	cmd, version, name, err := decodeEntry(data)
 	if err != nil {
-		f.log.Error("undecodable log entry", "index", index, "err", err)
-		return err
+		return f.halt(index, name, err)
 	}
-	switch c := cmd.(type) {
-	case *InitCluster:
-		return f.applyInitCluster(c)
-	case *CreateTopic:
-		return f.applyCreateTopic(c)
-	case *DeleteTopic:
-		return f.applyDeleteTopic(c)
-	case *CreatePartitions:
-		return f.applyCreatePartitions(c)
-	case *AlterConfigs:
-		return f.applyAlterConfigs(c)
-	case *AlterTopicConfigs:
-		return f.applyAlterTopicConfigs(c)
-	case *Append:
-		return f.applyAppend(c)
-	case *InitProducerID:
-		return f.applyInitProducerID()
-	case *TrimLog:
-		return f.applyTrimLog(c)
-	case *JoinGroup:
-		return f.applyJoinGroup(c)
-	case *CompleteJoin:
-		return f.applyCompleteJoin(c)
-	case *SyncGroup:
-		return f.applySyncGroup(c)
-	case *RemoveMembers:
-		return f.applyRemoveMembers(c)
-	case *CommitOffsets:
-		return f.applyCommitOffsets(c)
-	case *DeleteGroups:
-		return f.applyDeleteGroups(c)
-	case *DeleteOffsets:
-		return f.applyDeleteOffsets(c)
-	case *ExpireOffsets:
-		return f.applyExpireOffsets(c)
+	need := commands[cmd.Kind()].since[version-1]
+	var res any
+	if level := f.FeatureLevel(); need > level && cmd.Kind() != KindSetFeatureLevel {
+		// Admit refuses these before proposing; this is the same rule, as
+		// the FSM sees it, for anything that got past it.
+		res = &FeatureError{Command: name, Need: need, Cluster: level}
+	} else {
+		res = commands[cmd.Kind()].apply(f, cmd)
 	}
-	return fmt.Errorf("fsm: no apply for %T", cmd)
+	if stop, ok := res.(*stopError); ok {
+		return f.halt(index, name, stop.err)
+	}
+	if index != 0 {
+		f.applied.Store(index)
+	}
+	return res
 }
+
+// HaltError is an entry this replica could not apply: the node must stop.
+type HaltError struct {
+	Index   uint64 // Raft log index
+	Command string // kind and version, as far as they could be read
+	Err     error
+}
+
+func (e *HaltError) Error() string {
+	return fmt.Sprintf("fsm: cannot apply Raft log entry %d (%s): %v", e.Index, e.Command, e.Err)
+}
+
+func (e *HaltError) Unwrap() error { return e.Err }
+
+func (f *FSM) halt(index uint64, command string, err error) *HaltError {
+	h := &HaltError{Index: index, Command: command, Err: err}
+	f.halted.CompareAndSwap(nil, h) // the first one stands
+	return f.halted.Load()
+}
+
+// Halted is the entry that halted the FSM, or nil.
+func (f *FSM) Halted() *HaltError { return f.halted.Load() }
+
+// stopError is what an apply function returns when this node cannot apply
+// the command (local I/O failed, or the command needs a newer binary).
+type stopError struct{ err error }
+
+func cannotApply(err error) any { return &stopError{err: err} }
+
+// ioFailure is cannotApply for a local I/O error while applying op.
+func ioFailure(op string, err error) any { return &stopError{err: fmt.Errorf("%s: %w", op, err)} }
 
 // CodeResult is the result of a command that only succeeds or fails.
 type CodeResult struct{ Code int16 }
@@ -193,8 +210,7 @@ func (f *FSM) applyCreateTopic(c *CreateTopic) any {
 		t.Configs[kv.Key] = kv.Value
 	}
 	if err := f.addPartitionsLocked(t, c.Partitions); err != nil {
-		f.log.Error("create topic storage", "topic", c.Name, "err", err)
-		return &CodeResult{Code: ErrKafkaStorage}
+		return ioFailure("create topic "+c.Name, err)
 	}
 	f.topics[c.Name] = t
 	return &CodeResult{}
@@ -228,7 +244,7 @@ func (f *FSM) applyDeleteTopic(c *DeleteTopic) any {
 	}
 	for _, p := range t.Partitions {
 		if err := p.Log.Remove(); err != nil {
-			f.log.Warn("delete topic files", "topic", c.Name, "err", err)
+			return ioFailure("delete topic "+c.Name, err)
 		}
 	}
 	return &CodeResult{}
@@ -245,8 +261,7 @@ func (f *FSM) applyCreatePartitions(c *CreatePartitions) any {
 		return &CodeResult{Code: ErrInvalidPartitions}
 	}
 	if err := f.addPartitionsLocked(t, c.Count); err != nil {
-		f.log.Error("create partitions storage", "topic", c.Name, "err", err)
-		return &CodeResult{Code: ErrKafkaStorage}
+		return ioFailure("create partitions of "+c.Name, err)
 	}
 	return &CodeResult{}
 }
@@ -300,8 +315,7 @@ func (f *FSM) applyTrimLog(c *TrimLog) any {
 		return &CodeResult{Code: ErrUnknownTopicOrPartition}
 	}
 	if err := p.Log.TrimTo(c.Start); err != nil {
-		f.log.Error("trim log", "topic", c.Topic, "partition", c.Partition, "err", err)
-		return &CodeResult{Code: ErrKafkaStorage}
+		return ioFailure(fmt.Sprintf("trim %s/%d", c.Topic, c.Partition), err)
 	}
 	return &CodeResult{}
 }

@@ -53,6 +53,11 @@ func (f *FSM) encodeMeta(e *enc) {
 		}
 	}
 	f.encodeGroupsLocked(e)
+	// Last and only once raised, so that a snapshot of a cluster still at
+	// the baseline level is what earlier releases write and read.
+	if l := f.FeatureLevel(); l > LevelBaseline {
+		e.i16(int16(l))
+	}
 }
 
 func (p *Partition) encodeProducers(e *enc) {
@@ -95,6 +100,7 @@ type meta struct {
 	nextProducerID int64
 	topics         []metaTopic
 	groups         map[string]*Group
+	level          Level
 }
 
 func decodeMeta(d *dec) *meta {
@@ -122,6 +128,9 @@ func decodeMeta(d *dec) *meta {
 		m.topics = append(m.topics, t)
 	}
 	m.groups = decodeGroups(d)
+	if d.err == nil && len(d.b) > 0 {
+		m.level = Level(d.i16())
+	}
 	return m
 }
 
@@ -137,6 +146,10 @@ type Snapshot struct {
 // Snapshot captures the state as of the last applied entry. It must be
 // called where Apply is not running concurrently (Raft's FSM goroutine).
 func (f *FSM) Snapshot() (*Snapshot, error) {
+	if h := f.Halted(); h != nil {
+		// Raft would compact the log past the entry we could not apply.
+		return nil, h
+	}
 	s := &Snapshot{Index: f.applied.Load()}
 	e := &enc{}
 	f.encodeMeta(e)
@@ -284,6 +297,10 @@ func (f *FSM) loadCheckpoint() error {
 	if d.err != nil {
 		return fmt.Errorf("fsm: checkpoint: %w", d.err)
 	}
+	if m.level > LatestLevel {
+		return fmt.Errorf("fsm: %s was written at cluster feature level %d; this binary supports up to %d (a downgrade is not possible once the level was raised)",
+			f.checkpointPath(), m.level, LatestLevel)
+	}
 	return f.installMeta(index, m, nil)
 }
 
@@ -299,6 +316,7 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 		}
 	}
 	f.clusterID, f.nextProducerID, f.topics, f.groups = m.clusterID, m.nextProducerID, map[string]*Topic{}, m.groups
+	f.level.Store(uint32(m.level))
 	if f.groups == nil {
 		f.groups = map[string]*Group{}
 	}
@@ -407,6 +425,9 @@ func refill(l *partlog.Log, r io.Reader, next int64) error {
 // and belongs to the same cluster), the local files are kept and the stream
 // is not read further.
 func (f *FSM) Restore(r io.Reader) error {
+	if h := f.Halted(); h != nil {
+		return h
+	}
 	br := bufio.NewReaderSize(r, 1<<20)
 	var hdr [24]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -428,6 +449,9 @@ func (f *FSM) Restore(r io.Reader) error {
 	m := decodeMeta(d)
 	if d.err != nil {
 		return fmt.Errorf("fsm: restore: %w", d.err)
+	}
+	if m.level > LatestLevel {
+		return fmt.Errorf("fsm: restore: snapshot at cluster feature level %d; this binary supports up to %d", m.level, LatestLevel)
 	}
 	if f.Applied() >= index && f.ClusterID() == m.clusterID {
 		f.log.Info("local state covers snapshot; keeping it", "snapshot_index", index, "applied", f.Applied())

@@ -164,28 +164,30 @@ func serve(ctx context.Context, cfg *config) error {
 
 	// Serve once a leader is known and this node has applied the log, so
 	// the first answers already see every acknowledged record.
-	if err := waitReady(ctx, node, 60*time.Second); err != nil && ctx.Err() == nil {
+	if err := waitReady(ctx, node, 60*time.Second); node.HaltErr() != nil {
+		return fmt.Errorf("stopped: %w", node.HaltErr())
+	} else if err != nil && ctx.Err() == nil {
 		log.Warn("no leader yet; serving anyway (requests get retriable errors until one is elected)", "err", err)
 	}
-	retentionCtx, stopRetention := context.WithCancel(ctx)
-	defer stopRetention()
+	// Leader-only work runs in the node's leader lifecycle: started after
+	// each election's Barrier, stopped and waited for when leadership goes.
+	node.RunWhileLeader("group coordinator", groups.Lead)
+	node.RunWhileLeader("offset expiry", groups.ExpireOffsets)
+	if cfg.Backend == "embedded" { // Iggy applies its own message expiry
+		node.RunWhileLeader("retention", func(ctx context.Context) error {
+			local.RunRetention(ctx, cfg.RetentionCheck)
+			return nil
+		})
+	}
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	defer stopAdmin()
 	var bg sync.WaitGroup
-	bg.Add(3)
+	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		if err := adm.Serve(retentionCtx); err != nil {
+		if err := adm.Serve(adminCtx); err != nil {
 			log.Error("admin server", "err", err)
 		}
-	}()
-	go func() {
-		defer bg.Done()
-		if cfg.Backend == "embedded" { // Iggy applies its own message expiry
-			local.RunRetention(retentionCtx, cfg.RetentionCheck)
-		}
-	}()
-	go func() {
-		defer bg.Done()
-		groups.Run(retentionCtx)
 	}()
 	log.Info("kgate serving", "kafka", cfg.AdvertiseKafkaAddr, "bootstrap", srv.Addr().String(), "data_dir", cfg.DataDir)
 	fmt.Fprintf(os.Stdout, "kgate node %d ready: bootstrap servers %s\n", cfg.NodeID, cfg.AdvertiseKafkaAddr)
@@ -195,13 +197,23 @@ func serve(ctx context.Context, cfg *config) error {
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	defer stopSrv()
 	go func() {
-		<-ctx.Done()
-		node.StepDown()
+		select {
+		case <-ctx.Done():
+			node.StepDown()
+		case <-node.Halted():
+			// Fail-stop: this node could not apply a log entry, so its state
+			// is not the cluster's. It stops serving and the process exits
+			// non-zero; the node's log names the entry.
+		}
 		stopSrv()
 	}()
 	err = srv.Serve(srvCtx)
-	stopRetention()
+	stopAdmin()
 	bg.Wait()
+	if herr := node.HaltErr(); herr != nil {
+		log.Error("kgate stopped: cannot apply the replicated log", "err", herr)
+		return fmt.Errorf("stopped: %w", herr)
+	}
 	log.Info("kgate stopped")
 	return err
 }
@@ -240,6 +252,8 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-node.Halted():
+			return node.HaltErr()
 		case <-t.C:
 		}
 	}

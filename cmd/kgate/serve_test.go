@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -119,5 +124,57 @@ func TestServeWithShortRaftTimeouts(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestServeStopsOnEntryItCannotApply: a node whose Raft log holds an entry
+// this binary cannot apply (here a command kind from a newer kgate) stops:
+// serve returns an error naming the entry's index and command, which main
+// prints before exiting with status 1.
+func TestServeStopsOnEntryItCannotApply(t *testing.T) {
+	dir := t.TempDir()
+	kafka := freeAddr(t)
+	args := []string{
+		"--data-dir", dir, "--kafka-addr", kafka, "--raft-addr", freeAddr(t), "--admin-addr", freeAddr(t),
+		"--raft-heartbeat-timeout", "100ms", "--raft-election-timeout", "100ms",
+		"--log-level", "error",
+	}
+	cfg, err := parseConfig(args, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runServe(t, args)
+	stop()
+
+	// Append the entry to the stopped node's log, as a newer leader would
+	// have replicated it.
+	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft", "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev raft.Log
+	if err := store.GetLog(last, &prev); err != nil {
+		t.Fatal(err)
+	}
+	bad := &raft.Log{Index: last + 1, Term: prev.Term, Type: raft.LogCommand, Data: []byte{0, 1, 99, 1, 2, 3}}
+	if err := store.StoreLog(bad); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	done := make(chan error, 1)
+	go func() { done <- serve(context.Background(), cfg) }()
+	select {
+	case err := <-done:
+		want := fmt.Sprintf("cannot apply Raft log entry %d (unknown kind 99 v1)", bad.Index)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("serve returned %v, want an error containing %q", err, want)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve kept running with an entry it cannot apply")
 	}
 }

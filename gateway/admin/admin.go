@@ -138,6 +138,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.node.HaltErr(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "halted", "error": err.Error()})
+		return
+	}
 	if !s.node.Ready() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready",
 			"reason": "no leader known, or this node has not applied the log up to the commit index"})
@@ -160,10 +164,15 @@ type clusterView struct {
 	ClusterID string               `json:"cluster_id"`
 	LeaderID  *int32               `json:"leader_id"`
 	Nodes     []cluster.MemberInfo `json:"nodes"`
+	// FeatureLevel is the cluster's feature level as this node has applied
+	// it; MaxFeatureLevel the highest this node's binary supports.
+	FeatureLevel    fsm.Level `json:"feature_level"`
+	MaxFeatureLevel fsm.Level `json:"max_feature_level"`
 }
 
 func (s *Server) cluster(w http.ResponseWriter, _ *http.Request) {
-	v := clusterView{ClusterID: s.node.ClusterID(), Nodes: s.node.Members()}
+	v := clusterView{ClusterID: s.node.ClusterID(), Nodes: s.node.Members(),
+		FeatureLevel: s.state.FeatureLevel(), MaxFeatureLevel: fsm.LatestLevel}
 	if id, ok := s.node.LeaderID(); ok {
 		v.LeaderID = &id
 	}

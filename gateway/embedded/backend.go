@@ -86,6 +86,10 @@ func (b *Backend) propose(ctx context.Context, cmd fsm.Command, notLeader *kerr.
 	if errors.Is(err, cluster.ErrNotLeader) {
 		return nil, notLeader
 	}
+	if errors.Is(err, fsm.ErrFeatureDisabled) {
+		// A voter still runs an older kgate (a rolling upgrade in progress).
+		return nil, kerr.UnsupportedVersion
+	}
 	if err != nil {
 		b.log.Warn("proposal failed", "kind", cmd.Kind(), "err", err)
 		return nil, kerr.RequestTimedOut
@@ -164,6 +168,9 @@ func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) f
 		if err != nil {
 			if errors.Is(err, cluster.ErrNotLeader) {
 				return fail(kerr.NotLeaderForPartition)()
+			}
+			if errors.Is(err, fsm.ErrFeatureDisabled) {
+				return fail(kerr.UnsupportedVersion)()
 			}
 			b.log.Warn("append failed", "err", err)
 			return fail(kerr.RequestTimedOut)()

@@ -12,9 +12,10 @@ import (
 )
 
 // RunRetention enforces retention.ms and retention.bytes until ctx ends, every
-// interval and right after a topic's configs change. Only the leader decides,
-// from segment facts, the topic configs as now applied and its own clock; the
-// decision is a TrimLog command, so every node deletes the same segments.
+// interval and right after a topic's configs change. It is a leader service
+// (cluster.Node.RunWhileLeader): only the leader decides, from segment
+// facts, the topic configs as now applied and its own clock; the decision is
+// a TrimLog command, so every node deletes the same segments.
 func (b *Backend) RunRetention(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -24,9 +25,6 @@ func (b *Backend) RunRetention(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		case <-b.retentionKick:
-		}
-		if !b.node.IsLeader() {
-			continue
 		}
 		b.enforceRetention(ctx)
 	}

@@ -77,6 +77,7 @@ type clusterNode struct {
 	bind    map[string]string // listen addresses that differ from addrs (for example 0.0.0.0)
 	args    []string          // --join, --bootstrap-expect
 
+	bin      string // "" runs the cluster's binary
 	cmd      *exec.Cmd
 	stopping bool
 	exited   chan struct{}
@@ -89,6 +90,9 @@ type clusterView struct {
 	ClusterID string              `json:"cluster_id"`
 	LeaderID  *int32              `json:"leader_id"`
 	Nodes     []clusterMemberView `json:"nodes"`
+	// Absent (0) from releases before feature levels.
+	FeatureLevel    int `json:"feature_level"`
+	MaxFeatureLevel int `json:"max_feature_level"`
 }
 
 type clusterMemberView struct {
@@ -115,17 +119,24 @@ func (v clusterView) member(id int32) (clusterMemberView, bool) {
 // formed a cluster. Every node is killed when the test ends.
 func startCluster(t *testing.T) *kgateCluster {
 	t.Helper()
-	return startClusterWith(t, nil)
+	return startClusterOf(t, kgateBinary(t), nil)
 }
 
 // startClusterWith is startCluster with setup run on the nodes before they
 // start: it may change their addresses, bind addresses and arguments.
 func startClusterWith(t *testing.T, setup func(c *kgateCluster)) *kgateCluster {
 	t.Helper()
+	return startClusterOf(t, kgateBinary(t), setup)
+}
+
+// startClusterOf starts a cluster with every node running bin, with setup
+// (if any) run on the nodes before they start.
+func startClusterOf(t *testing.T, bin string, setup func(c *kgateCluster)) *kgateCluster {
+	t.Helper()
 	if os.Getenv(envExternal) != "" {
 		t.Skipf("multi-node scenario: not possible with %s", envExternal)
 	}
-	c := &kgateCluster{t: t, bin: kgateBinary(t), dir: t.TempDir(), http: &http.Client{Timeout: 2 * time.Second},
+	c := &kgateCluster{t: t, bin: bin, dir: t.TempDir(), http: &http.Client{Timeout: 2 * time.Second},
 		used: map[string]bool{}}
 	for range clusterSize {
 		c.newNode()
@@ -420,8 +431,12 @@ func (n *clusterNode) start() {
 		args = append(args, "--"+f, a)
 	}
 	args = append(append(args, clusterFlags...), n.args...)
-	fmt.Fprintf(logf, "=== %s harness: %s %s\n", time.Now().Format(time.RFC3339Nano), n.c.bin, strings.Join(args, " "))
-	cmd := exec.Command(n.c.bin, args...)
+	bin := n.c.bin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	fmt.Fprintf(logf, "=== %s harness: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {
