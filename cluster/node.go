@@ -68,6 +68,7 @@ type Node struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
+	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
 
 	gossip   *gossip
 	leaving  atomic.Bool // Leave was called
@@ -128,11 +129,12 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft addr: %w", err)
 	}
-	newTransport := cfg.transport
-	if newTransport == nil {
-		newTransport = tcpTransport
+	var trans *raft.NetworkTransport
+	if cfg.transport != nil {
+		trans, err = cfg.transport(cfg.RaftAddr, addr, hlog)
+	} else {
+		trans, n.peers, err = tcpTransport(cfg.RaftAddr, addr, hlog)
 	}
-	trans, err := newTransport(cfg.RaftAddr, addr, hlog)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
@@ -316,12 +318,6 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 
 // transportFunc makes the Raft transport.
 type transportFunc func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error)
-
-// tcpTransport is the Raft TCP transport; tests use one whose network they
-// can cut (Config.transport).
-func tcpTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
-	return raft.NewTCPTransportWithLogger(bind, advertise, 4, 10*time.Second, log)
-}
 
 // clusterID is the FSM's cluster id or, until a restarted node has replayed
 // its log (which waits for a leader), the one its Raft log records. Gossip
