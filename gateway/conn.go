@@ -17,10 +17,11 @@ import (
 // conn is one client connection: a reader that decodes and starts requests
 // in order, and a writer that sends their answers in the same order.
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	log  *slog.Logger
-	peer bool // another node's connection for forwarded requests
+	s     *Server
+	nc    net.Conn
+	log   *slog.Logger
+	peer  bool // another node's connection for forwarded requests
+	order inOrder
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -111,7 +112,11 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer}
+	if !c.order.admit(ctx, hdr.Key) {
+		return pending{}, false
+	}
 	reply := h.fn(ctx, r)
+	c.order.started(hdr.Key, reply.done)
 	if reply.close {
 		return pending{}, false
 	}

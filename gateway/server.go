@@ -218,6 +218,9 @@ type Reply struct {
 	later chan kmsg.Response
 	none  bool
 	close bool // close the connection instead of answering
+	// done is closed once the request has taken effect (nil: it has when
+	// the handler returns); see order.go.
+	done chan struct{}
 }
 
 func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
@@ -226,8 +229,13 @@ func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
 // overlap; the connection still writes answers in request order.
 func later(fn func() kmsg.Response) Reply {
 	ch := make(chan kmsg.Response, 1)
-	go func() { ch <- fn() }()
-	return Reply{later: ch}
+	done := make(chan struct{})
+	go func() {
+		resp := fn()
+		close(done)
+		ch <- resp
+	}()
+	return Reply{later: ch, done: done}
 }
 
 type handler struct {

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/embedded"
@@ -59,11 +60,23 @@ func freeLoopbackAddr(t *testing.T) string {
 // gateway config (Addr and Logger are set by the helper).
 func startNode(t *testing.T, mod func(*gateway.Config)) *testNode {
 	t.Helper()
+	return startNodeWith(t, mod, false)
+}
+
+// startGroupNode is startNode with the consumer-group APIs served by a
+// coordinator.
+func startGroupNode(t *testing.T) *testNode {
+	t.Helper()
+	return startNodeWith(t, nil, true)
+}
+
+func startNodeWith(t *testing.T, mod func(*gateway.Config), groups bool) *testNode {
+	t.Helper()
 	var lastErr error
 	// Free ports are picked by binding and releasing them; retry in the
 	// unlikely case another process grabbed one in between.
 	for attempt := 0; attempt < 5; attempt++ {
-		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"))
+		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"), groups)
 		if err == nil {
 			return n
 		}
@@ -73,7 +86,7 @@ func startNode(t *testing.T, mod func(*gateway.Config)) *testNode {
 	return nil
 }
 
-func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNode, error) {
+func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string, groups bool) (*testNode, error) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := fsm.Open(fsm.Options{Dir: dir, SegmentBytes: 1 << 20, Logger: log})
 	if err != nil {
@@ -109,13 +122,25 @@ func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNod
 		mod(&cfg)
 	}
 	cfg.Addr = kafkaAddr
+	serveCtx, stop := context.WithCancel(context.Background())
+	coordDone := make(chan struct{})
+	if groups {
+		cfg.Groups = coordinator.New(coordinator.Config{InitialRebalanceDelay: time.Millisecond, Logger: log}, node, st)
+		go func() {
+			defer close(coordDone)
+			cfg.Groups.Run(serveCtx)
+		}()
+	} else {
+		close(coordDone)
+	}
 	srv := gateway.New(cfg, backend, node)
 	if err := srv.Listen(); err != nil {
+		stop()
+		<-coordDone
 		node.Shutdown()
 		st.Close()
 		return nil, err
 	}
-	serveCtx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(serveCtx) }()
 	t.Cleanup(func() {
@@ -128,6 +153,7 @@ func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNod
 		case <-time.After(ioTimeout):
 			t.Errorf("Serve did not return after its context ended")
 		}
+		<-coordDone
 		node.Shutdown()
 		st.Close()
 	})
