@@ -35,8 +35,11 @@ type JoinResult struct {
 	MemberID     string
 	Members      []fsm.MemberMetadata // for the leader only
 	// SkipAssignment tells a returning static leader (JoinGroup v9+) that
-	// the current assignment stands (KIP-814).
+	// the current assignment stands (KIP-814). PreviousLeader is its member
+	// id before it returned: what older versions are told leads, so that
+	// the client syncs as a follower instead of assigning in vain.
 	SkipAssignment bool
+	PreviousLeader string
 }
 
 // validGroupID applies Kafka's rule (and our bound): 1-249 bytes.
@@ -98,10 +101,13 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 		case st.Fenced:
 			c.mu.Unlock()
 			return fail(kerr.FencedInstanceID)
-		case !st.MemberFound:
+		case !st.MemberFound, req.InstanceID != "" && req.InstanceID != st.InstanceID:
+			// As Kafka: a known member id with an instance id the group
+			// does not know is unknown; a member's instance id never changes.
 			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID)
 		}
+		req.InstanceID = st.InstanceID
 	}
 	prev := c.fsm.Group(req.Group)
 	wasEmpty := prev == nil || prev.State == fsm.GroupEmpty
@@ -152,7 +158,7 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 			return JoinResult{Code: res.Code, MemberID: memberID}
 		}
 		return JoinResult{Generation: res.Generation, ProtocolType: res.ProtocolType, Protocol: res.Protocol,
-			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members, SkipAssignment: res.SkipAssignment}
+			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members, SkipAssignment: res.SkipAssignment, PreviousLeader: res.PreviousLeader}
 	}
 	if g := c.fsm.Group(req.Group); g != nil {
 		c.syncRebalancingLocked(req.Group, sg, g)

@@ -44,12 +44,14 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
 }
 
 // subscribedTopics reads the consumer-protocol subscriptions of a group's
-// members (other protocol types subscribe to nothing we can see).
+// members: nil (every topic) when they cannot be known, as in Kafka — the
+// group is not a consumer group, has no protocol selected yet, or a
+// member's metadata does not parse.
 func subscribedTopics(g *fsm.GroupView) map[string]bool {
-	out := map[string]bool{}
-	if g.ProtocolType != "consumer" {
-		return out
+	if g.ProtocolType != "consumer" || g.Protocol == "" {
+		return nil
 	}
+	out := map[string]bool{}
 	for _, m := range g.Members {
 		for _, p := range m.Protocols {
 			if p.Name != g.Protocol {
@@ -57,7 +59,7 @@ func subscribedTopics(g *fsm.GroupView) map[string]bool {
 			}
 			var md kmsg.ConsumerMemberMetadata
 			if err := md.ReadFrom(p.Metadata); err != nil {
-				continue
+				return nil
 			}
 			for _, t := range md.Topics {
 				out[t] = true
