@@ -66,8 +66,8 @@ func (followerBackend) CreatePartitions(context.Context, string, int32) error {
 	return kerr.NotController
 }
 
-// startFollower serves a follower gateway over backend and cl.
-func startFollower(t *testing.T, backend gateway.Backend, cl gateway.Cluster) *gateway.Server {
+// serveGateway serves a gateway over backend and cl until the test ends.
+func serveGateway(t *testing.T, backend gateway.Backend, cl gateway.Cluster) *gateway.Server {
 	t.Helper()
 	srv := gateway.New(gateway.Config{Addr: freeLoopbackAddr(t), AutoCreateTopics: true, Logger: slog.New(slog.DiscardHandler)}, backend, cl)
 	if err := srv.Listen(); err != nil {
@@ -107,7 +107,7 @@ func TestFollowerForwardsLeaderOnlyRequests(t *testing.T) {
 	leaderInfo := leader.node.Self()
 	leaderInfo.KafkaAddr = leader.addr
 	fc := followerCluster{leader: leaderInfo, dial: leader.node.DialPeer, peers: listenLoopback(t), applied: leader.node.AppliedIndex}
-	srv := startFollower(t, followerBackend{leader.backend}, fc)
+	srv := serveGateway(t, followerBackend{leader.backend}, fc)
 
 	c := dialRaw(t, srv.Addr().String())
 	for _, v := range []int16{0, 2, 4} {
@@ -214,7 +214,7 @@ func TestForwardingSlowLeaderHoldsUpNoOther(t *testing.T) {
 		return d.DialContext(ctx, "tcp", to.RaftAddr)
 	}
 	fc := followerCluster{leader: cluster.NodeInfo{ID: 1, KafkaAddr: "127.0.0.1:1", RaftAddr: stub.Addr().String()}, dial: dial}
-	srv := startFollower(t, followerBackend{}, fc)
+	srv := serveGateway(t, followerBackend{}, fc)
 
 	stuck := dialRaw(t, srv.Addr().String())
 	stuckReq := kmsg.NewPtrInitProducerIDRequest()

@@ -992,19 +992,39 @@ func waitResult(t *testing.T, ch <-chan asyncResult) kmsg.Response {
 	return nil
 }
 
+// readSignal is a backend that reports each partition read once it has
+// returned, so a test knows a long poll found nothing and is parking.
+type readSignal struct {
+	gateway.Backend
+	reads chan int32 // partitions read
+}
+
+func (b readSignal) Read(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+	res, err := b.Backend.Read(ctx, topic, partition, offset, maxBytes)
+	b.reads <- partition
+	return res, err
+}
+
 func TestFetchLongPollWokenByProduce(t *testing.T) {
 	n := startNode(t, nil)
 	createTopic(t, n.addr, "poll", 2, nil)
-	c := dialRaw(t, n.addr)
+	hooked := readSignal{Backend: n.backend, reads: make(chan int32, 16)}
+	c := dialRaw(t, serveGateway(t, hooked, n.node).Addr().String())
 	// A long poll at the high watermark of both partitions.
 	req := fetchReq("poll", 0, 0, 10000, 1, 1<<20)
 	p1 := kmsg.NewFetchRequestTopicPartition()
 	p1.Partition, p1.PartitionMaxBytes = 1, 1<<20
 	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1)
 	done := recvAsync(c, c.send(req), req)
-	// Give the fetch a moment to park (not required for correctness: a
-	// fetch that arrives after the produce answers at once as well).
-	time.Sleep(200 * time.Millisecond)
+	// Produce only once the poll has read both (empty) partitions: the
+	// record can then reach it only by waking it.
+	for range 2 {
+		select {
+		case <-hooked.reads:
+		case <-time.After(ioTimeout):
+			t.Fatal("the fetch did not read")
+		}
+	}
 	prod := newClient(t, n.addr, kgo.DefaultProduceTopic("poll"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("wake up"), Partition: 1}).FirstErr(); err != nil {
 		t.Fatal(err)
