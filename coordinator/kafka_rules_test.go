@@ -1,0 +1,69 @@
+package coordinator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// TestMemberThatNeverSyncsIsRemovedOnceStable: as in Kafka, a member that
+// sends no SyncGroup within the rebalance timeout is removed even though the
+// leader's sync made the group Stable meanwhile; one that synced stays.
+func TestMemberThatNeverSyncsIsRemovedOnceStable(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		req := func(client string) JoinRequest {
+			r := jreq("g", "", client)
+			r.SessionTimeout, r.RebalanceTimeout = 30*time.Second, 10*time.Second
+			return r
+		}
+		ca := h.join(req("ca"))
+		cb := h.join(req("cb"))
+		h.advance(initialDelay)
+		ra, rb := ready(t, ca, "join"), ready(t, cb, "join")
+		leader, silent := ra.Leader, ra.MemberID
+		if silent == leader {
+			silent = rb.MemberID
+		}
+		assigns := []fsm.Assignment{{MemberID: leader, Assignment: assignmentFor(leader)}, {MemberID: silent, Assignment: assignmentFor(silent)}}
+		if r := h.syncNow(SyncRequest{Group: "g", MemberID: leader, Generation: 1, Assignments: assigns}); r.Code != 0 {
+			t.Fatalf("leader sync: %+v", r)
+		}
+		if g := h.describe("g"); g.State != fsm.GroupStable {
+			t.Fatalf("after the leader's sync: %s", g.State)
+		}
+		// Both keep their sessions alive; only the leader ever synced.
+		h.advance(5 * time.Second)
+		for _, id := range []string{leader, silent} {
+			if code := h.hb("g", id, "", 1); code != codeNone {
+				t.Fatalf("heartbeat of %s: %d", id, code)
+			}
+		}
+		h.advance(5 * time.Second)
+		g := h.describe("g")
+		if hasMember(g, silent) || !hasMember(g, leader) || g.State != fsm.GroupPreparingRebalance {
+			t.Fatalf("after the rebalance timeout: %s %v; want the member that never synced removed and a rebalance", g.State, memberIDs(g))
+		}
+	})
+}
+
+// TestMembersThatSyncedStayStable: with every member synced, the sync
+// timer removes nobody.
+func TestMembersThatSyncedStayStable(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		ids, _ := h.stable(jreq("g", "", "ca"), jreq("g", "", "cb"))
+		for range 2 * testRebalance / (testSession / 2) {
+			h.advance(testSession / 2)
+			for _, id := range ids {
+				if code := h.hb("g", id, "", 1); code != codeNone {
+					t.Fatalf("heartbeat of %s: %d", id, code)
+				}
+			}
+		}
+		if g := h.describe("g"); g.State != fsm.GroupStable || len(g.Members) != 2 || g.Generation != 1 {
+			t.Fatalf("after the rebalance timeout: %s generation %d %v", g.State, g.Generation, memberIDs(g))
+		}
+	})
+}
