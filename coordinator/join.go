@@ -277,6 +277,7 @@ func (c *Coordinator) completeJoin(term uint64, group string, gen int32) {
 		return
 	}
 	c.mu.Unlock()
+	c.keepStaticMembers(group, gen)
 	res, code := c.propose(context.Background(), &fsm.CompleteJoin{Group: group, Generation: gen, NowMs: c.now().UnixMilli()})
 	if code != 0 || res.Code != 0 {
 		return // leadership lost (parked requests are answered) or the group moved on
@@ -310,6 +311,31 @@ func (c *Coordinator) completeJoin(term uint64, group string, gen int32) {
 	}
 	if g := c.fsm.Group(group); g != nil {
 		c.armSyncLocked(group, sg, g)
+	}
+}
+
+// keepStaticMembers rejoins, on their behalf and with what they joined
+// with last, the static members that have not rejoined a closing join
+// window: as in Kafka (KIP-345), only dynamic members are dropped then; a
+// static member stays until its session times out, so an instance that is
+// restarting causes one rebalance, not two. (The command is an ordinary
+// JoinGroup, which every replica applies alike.)
+func (c *Coordinator) keepStaticMembers(group string, gen int32) {
+	g := c.fsm.Group(group)
+	if g == nil || g.State != fsm.GroupPreparingRebalance || g.Generation != gen {
+		return
+	}
+	for _, m := range g.Members {
+		if m.Joined || m.InstanceID == "" || m.ID == g.Leader {
+			// An absent leader is dropped: the FSM would keep it leading
+			// (Kafka elects a joined member instead), and nobody would assign.
+			continue
+		}
+		_, _ = c.propose(context.Background(), &fsm.JoinGroup{
+			Group: group, MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			ProtocolType: g.ProtocolType, SessionTimeoutMs: m.SessionTimeoutMs, RebalanceTimeoutMs: m.RebalanceTimeoutMs,
+			Protocols: m.Protocols, NowMs: c.now().UnixMilli(),
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kgate/kgate/fsm"
@@ -64,6 +65,49 @@ func TestMembersThatSyncedStayStable(t *testing.T) {
 		}
 		if g := h.describe("g"); g.State != fsm.GroupStable || len(g.Members) != 2 || g.Generation != 1 {
 			t.Fatalf("after the rebalance timeout: %s generation %d %v", g.State, g.Generation, memberIDs(g))
+		}
+	})
+}
+
+// TestStaticMemberStaysUntilSessionTimeout (KIP-345): a static member that
+// does not rejoin a rebalance within the rebalance timeout stays in the
+// group, in the new generation (until its session times out or it misses
+// SyncGroup); a dynamic member that does not rejoin is dropped when the
+// window closes.
+func TestStaticMemberStaysUntilSessionTimeout(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		req := func(client, instance string) JoinRequest {
+			r := jreq("g", "", client)
+			r.InstanceID = instance
+			r.SessionTimeout, r.RebalanceTimeout = 30*time.Second, 10*time.Second
+			return r
+		}
+		ids, leader := h.stable(req("lead", ""), req("static", "inst-s"), req("dyn", ""))
+		static, dyn := ids[1], ids[2]
+		if leader != ids[0] {
+			t.Fatalf("leader %s, want the first member %s", leader, ids[0])
+		}
+		// A new member starts a rebalance; only the leader rejoins.
+		cc := h.join(req("new", ""))
+		synctest.Wait()
+		lr := req("lead", "")
+		lr.MemberID = leader
+		lj := h.join(lr)
+		h.advance(10 * time.Second)
+		if r := ready(t, lj, "leader rejoin"); r.Code != 0 || r.Generation != 2 {
+			t.Fatalf("leader rejoin: %+v", r)
+		}
+		ready(t, cc, "new member join")
+		g := h.describe("g")
+		if !hasMember(g, static) || hasMember(g, dyn) || g.Generation != 2 {
+			t.Fatalf("after the join window: generation %d %v; want the static member kept, the dynamic one dropped", g.Generation, memberIDs(g))
+		}
+		// A member that never comes back is still not kept forever: it
+		// sends no SyncGroup either, and goes at the sync timeout.
+		h.advance(10 * time.Second)
+		if g := h.describe("g"); hasMember(g, static) {
+			t.Fatalf("after the sync timeout: %v", memberIDs(g))
 		}
 	})
 }
