@@ -111,3 +111,32 @@ func TestStaticMemberStaysUntilSessionTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestFailoverDuringInitialDelayRestartsIt (KIP-134): a new leader finds a
+// new group in its initial rebalance delay; the delay starts again instead
+// of the join window closing at once on the members that joined before.
+func TestFailoverDuringInitialDelayRestartsIt(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{})
+		ca := h.join(jreq("g", "", "ca"))
+		h.advance(time.Second)
+		h.c.deactivate() // leadership lost: the parked join is answered NOT_COORDINATOR
+		if r := ready(t, ca, "join before the failover"); r.Code != codeNotCoordinator {
+			t.Fatalf("parked join on losing leadership: %+v", r)
+		}
+		h.c.activate()
+		synctest.Wait()
+		if g := h.describe("g"); g.State != fsm.GroupPreparingRebalance {
+			t.Fatalf("right after the failover the group is %s, want PreparingRebalance for a fresh initial delay", g.State)
+		}
+		// Both members (re)join after the failover and land in one generation.
+		ra := h.join(jreq("g", "", "ca"))
+		h.advance(time.Second)
+		rb := h.join(jreq("g", "", "cb"))
+		h.advance(initialDelay)
+		a, b := ready(t, ra, "join of ca"), ready(t, rb, "join of cb")
+		if a.Code != 0 || b.Code != 0 || a.Generation != 1 || b.Generation != 1 {
+			t.Fatalf("joins after the failover: %+v %+v; want both in generation 1", a, b)
+		}
+	})
+}
