@@ -1,12 +1,15 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/fsm"
 )
@@ -396,5 +399,67 @@ func (c *Coordinator) expireOffsets(ctx context.Context) {
 	if c.Status() != 0 {
 		return
 	}
-	c.propose(ctx, &fsm.ExpireOffsets{NowMs: c.now().UnixMilli(), RetentionMs: c.cfg.OffsetsRetention.Milliseconds()})
+	now := c.now().UnixMilli()
+	c.propose(ctx, &fsm.ExpireOffsets{NowMs: now, RetentionMs: c.cfg.OffsetsRetention.Milliseconds()})
+	c.expireUnsubscribed(ctx, now)
+}
+
+// expireUnsubscribed applies KIP-496: in a Stable consumer group, the
+// offsets of a topic no member subscribes to any more expire once the
+// retention has passed since their commit, as an Empty group's do.
+func (c *Coordinator) expireUnsubscribed(ctx context.Context, nowMs int64) {
+	retention := c.cfg.OffsetsRetention.Milliseconds()
+	for _, sum := range c.fsm.Groups() {
+		if sum.State != fsm.GroupStable || sum.ProtocolType != "consumer" {
+			continue
+		}
+		g := c.fsm.Group(sum.ID)
+		if g == nil {
+			continue
+		}
+		subs := SubscribedTopics(g)
+		if subs == nil {
+			continue // subscriptions unknown: every topic counts as subscribed
+		}
+		offsets, _ := c.fsm.CommittedOffsets(sum.ID)
+		var expired []fsm.TopicPartition
+		for tp, o := range offsets {
+			if !subs[tp.Topic] && nowMs-o.CommitMs > retention {
+				expired = append(expired, tp)
+			}
+		}
+		if len(expired) == 0 {
+			continue
+		}
+		slices.SortFunc(expired, func(a, b fsm.TopicPartition) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+		c.propose(ctx, &fsm.DeleteOffsets{Group: sum.ID, Partitions: expired})
+	}
+}
+
+// SubscribedTopics reads the consumer-protocol subscriptions of a group's
+// members: nil (every topic) when they cannot be known, as in Kafka — the
+// group is not a consumer group, has no protocol selected yet, or a
+// member's metadata does not parse.
+func SubscribedTopics(g *fsm.GroupView) map[string]bool {
+	if g.ProtocolType != "consumer" || g.Protocol == "" {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, m := range g.Members {
+		for _, p := range m.Protocols {
+			if p.Name != g.Protocol {
+				continue
+			}
+			var md kmsg.ConsumerMemberMetadata
+			if err := md.ReadFrom(p.Metadata); err != nil {
+				return nil
+			}
+			for _, t := range md.Topics {
+				out[t] = true
+			}
+		}
+	}
+	return out
 }

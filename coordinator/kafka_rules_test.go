@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kgate/kgate/fsm"
 )
 
@@ -137,6 +139,34 @@ func TestFailoverDuringInitialDelayRestartsIt(t *testing.T) {
 		a, b := ready(t, ra, "join of ca"), ready(t, rb, "join of cb")
 		if a.Code != 0 || b.Code != 0 || a.Generation != 1 || b.Generation != 1 {
 			t.Fatalf("joins after the failover: %+v %+v; want both in generation 1", a, b)
+		}
+	})
+}
+
+// TestUnsubscribedOffsetsExpireInStableGroup (KIP-496): in a Stable
+// consumer group, offsets of a topic no member subscribes to expire once
+// the retention has passed since their commit; subscribed ones stay.
+func TestUnsubscribedOffsetsExpireInStableGroup(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{OffsetsRetention: 5 * time.Second})
+		md := kmsg.NewConsumerMemberMetadata()
+		md.Topics = []string{"a"}
+		r := jreq("g", "", "ca")
+		r.Protocols = []fsm.Protocol{{Name: "range", Metadata: md.AppendTo(nil)}}
+		ids, _ := h.stable(r)
+		if _, code := h.c.CommitOffsets(h.ctx, "g", ids[0], "", 1, []fsm.OffsetCommit{{Topic: "a", Offset: 1}, {Topic: "b", Offset: 2}}); code != 0 {
+			t.Fatalf("commit: %d", code)
+		}
+		h.advance(5 * time.Second)
+		h.c.expireOffsets(h.ctx)
+		if offs, _ := h.c.FetchOffsets("g"); len(offs) != 2 {
+			t.Fatalf("offsets at the retention: %v, want both", offs)
+		}
+		h.advance(time.Millisecond)
+		h.c.expireOffsets(h.ctx)
+		offs, _ := h.c.FetchOffsets("g")
+		if _, ok := offs[fsm.TopicPartition{Topic: "a"}]; !ok || len(offs) != 1 {
+			t.Fatalf("offsets past the retention: %v, want only the subscribed topic a", offs)
 		}
 	})
 }
