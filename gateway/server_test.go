@@ -45,7 +45,7 @@ type testNode struct {
 	backend *embedded.Backend
 }
 
-func freeLoopbackAddr(t *testing.T) string {
+func freeLoopbackAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,7 +58,7 @@ func freeLoopbackAddr(t *testing.T) string {
 
 // startNode starts a node and stops it at test cleanup. mod may adjust the
 // gateway config (Addr and Logger are set by the helper).
-func startNode(t *testing.T, mod func(*gateway.Config)) *testNode {
+func startNode(t testing.TB, mod func(*gateway.Config)) *testNode {
 	t.Helper()
 	return startNodeWith(t, mod, false)
 }
@@ -70,7 +70,7 @@ func startGroupNode(t *testing.T) *testNode {
 	return startNodeWith(t, nil, true)
 }
 
-func startNodeWith(t *testing.T, mod func(*gateway.Config), groups bool) *testNode {
+func startNodeWith(t testing.TB, mod func(*gateway.Config), groups bool) *testNode {
 	t.Helper()
 	var lastErr error
 	// Free ports are picked by binding and releasing them; retry in the
@@ -86,7 +86,7 @@ func startNodeWith(t *testing.T, mod func(*gateway.Config), groups bool) *testNo
 	return nil
 }
 
-func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string, groups bool) (*testNode, error) {
+func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bool) (*testNode, error) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := fsm.Open(fsm.Options{Dir: dir, SegmentBytes: 1 << 20, Logger: log})
 	if err != nil {
@@ -160,7 +160,7 @@ func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string, groups bo
 	return &testNode{addr: srv.Addr().String(), dataDir: dir, fsm: st, node: node, backend: backend}, nil
 }
 
-func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+func newClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(3)}, opts...)...)
 	if err != nil {
@@ -170,13 +170,13 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func createTopic(t *testing.T, addr, name string, partitions int32, configs map[string]*string) {
+func createTopic(t testing.TB, addr, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
 	adm := kadm.NewClient(newClient(t, addr))
 	if _, err := adm.CreateTopic(testCtx(t), partitions, -1, configs, name); err != nil {
@@ -187,7 +187,7 @@ func createTopic(t *testing.T, addr, name string, partitions int32, configs map[
 // rawConn speaks the Kafka protocol over a plain connection so tests pick
 // exact versions and bytes.
 type rawConn struct {
-	t    *testing.T
+	t    testing.TB
 	nc   net.Conn
 	corr int32
 	// clientID is sent in request headers; "" means testClientID.
@@ -196,7 +196,7 @@ type rawConn struct {
 
 var testClientID = "kgate-test"
 
-func dialRaw(t *testing.T, addr string) *rawConn {
+func dialRaw(t testing.TB, addr string) *rawConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
 	if err != nil {
@@ -431,7 +431,7 @@ func topicMeta(t *testing.T, c *rawConn, name string) kmsg.MetadataResponseTopic
 	return resp.Topics[0]
 }
 
-func build(t *testing.T, b records.Builder, recs []records.Record) []byte {
+func build(t testing.TB, b records.Builder, recs []records.Record) []byte {
 	t.Helper()
 	data, err := b.Build(recs)
 	if err != nil {
@@ -1039,6 +1039,61 @@ func TestFetchLongPollWokenByProduce(t *testing.T) {
 	recs := decodeBatches(t, sp.RecordBatches)
 	if sp.ErrorCode != 0 || len(recs) != 1 || string(recs[0].Value) != "wake up" {
 		t.Fatalf("long poll answered error %d with %d records", sp.ErrorCode, len(recs))
+	}
+}
+
+// TestFetchLongPollCountsBytesPerPartition: a long poll over several
+// partitions waiting for min_bytes re-reads only the partition an append
+// woke it for, counting its bytes, and reads everything once more to
+// answer when min_bytes is reached.
+func TestFetchLongPollCountsBytesPerPartition(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "minbytes", 2, nil)
+	hooked := readSignal{Backend: n.backend, reads: make(chan int32, 64)}
+	c := dialRaw(t, serveGateway(t, hooked, n.node).Addr().String())
+	one := build(t, plainBuilder(), valueRecords("m", 1))
+	// Wait for more than one batch: two appends to partition 1 are needed.
+	req := fetchReq("minbytes", 0, 0, 10000, int32(len(one)+1), 1<<20)
+	p1 := kmsg.NewFetchRequestTopicPartition()
+	p1.Partition, p1.PartitionMaxBytes = 1, 1<<20
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1)
+	done := recvAsync(c, c.send(req), req)
+	reads := map[int32]int{}
+	// awaitReads waits until partition has been read n times in all.
+	awaitReads := func(partition int32, n int) {
+		t.Helper()
+		for reads[partition] < n {
+			select {
+			case p := <-hooked.reads:
+				reads[p]++
+			case <-time.After(ioTimeout):
+				t.Fatalf("partition %d read %d times, waiting for %d", partition, reads[partition], n)
+			}
+		}
+	}
+	awaitReads(0, 1)
+	awaitReads(1, 1) // both empty partitions read: the poll waits
+	pc := dialRaw(t, n.addr)
+	first := produceReq(9, -1, "minbytes", 1, one)
+	pc.recv(pc.send(first), first)
+	awaitReads(1, 2) // woken: not yet min_bytes
+	second := produceReq(9, -1, "minbytes", 1, build(t, plainBuilder(), valueRecords("m", 1)))
+	pc.recv(pc.send(second), second)
+	resp := waitResult(t, done).(*kmsg.FetchResponse)
+	for {
+		select {
+		case p := <-hooked.reads:
+			reads[p]++
+			continue
+		default:
+		}
+		break
+	}
+	if recs := decodeBatches(t, resp.Topics[0].Partitions[1].RecordBatches); len(recs) != 2 {
+		t.Fatalf("long poll answered with %d records of partition 1, want 2", len(recs))
+	}
+	if reads[0] != 2 {
+		t.Fatalf("partition 0 was read %d times, want 2 (the first read and the answer's)", reads[0])
 	}
 }
 
