@@ -4,6 +4,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,8 +33,27 @@ func groupTargets(t *testing.T, run func(t *testing.T, addr string)) {
 }
 
 // groupName is unique per test and target run, so a shared Kafka broker
-// starts every test with fresh groups.
-func groupName(t *testing.T, suffix string) string { return t.Name() + "-" + suffix }
+// starts every test with fresh groups. It waits until the node c is
+// connected to coordinates the group (Kafka creates its offsets topic on
+// the first FindCoordinator).
+func groupName(t *testing.T, c *rawConn, suffix string) string {
+	t.Helper()
+	group := t.Name() + "-" + suffix
+	deadline := time.Now().Add(ioTimeout)
+	for {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version = 3
+		req.CoordinatorKey = group
+		resp := c.do(req).(*kmsg.FindCoordinatorResponse)
+		if resp.ErrorCode == 0 {
+			return group
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FindCoordinator(%s): code %d", group, resp.ErrorCode)
+		}
+		time.Sleep(100 * time.Millisecond) // a poll bounded by the deadline
+	}
+}
 
 func consumerMetadata(topics ...string) []byte {
 	md := kmsg.NewConsumerMemberMetadata()
@@ -131,7 +151,7 @@ func commitCode(t *testing.T, c *rawConn, req *kmsg.OffsetCommitRequest) int16 {
 func TestOffsetCommitChecksMemberBeforeGroupState(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
-		group := groupName(t, "g")
+		group := groupName(t, c, "g")
 		jr := joinFull(t, c, joinReq(7, group, "", "inst-1", "consumer", consumerMetadata("a")))
 		if jr.ErrorCode != 0 {
 			t.Fatalf("join: code %d", jr.ErrorCode)
@@ -161,13 +181,13 @@ func TestOffsetCommitChecksMemberBeforeGroupState(t *testing.T) {
 func TestOffsetCommitToUnknownGroup(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
-		if got := commitCode(t, c, commitReq(9, groupName(t, "v9"), "m", "", 3, "a", 1)); got != kerr.GroupIDNotFound.Code {
+		if got := commitCode(t, c, commitReq(9, groupName(t, c, "v9"), "m", "", 3, "a", 1)); got != kerr.GroupIDNotFound.Code {
 			t.Errorf("v9 commit to an unknown group: code %d, want GROUP_ID_NOT_FOUND", got)
 		}
-		if got := commitCode(t, c, commitReq(8, groupName(t, "v8"), "m", "", 3, "a", 1)); got != kerr.IllegalGeneration.Code {
+		if got := commitCode(t, c, commitReq(8, groupName(t, c, "v8"), "m", "", 3, "a", 1)); got != kerr.IllegalGeneration.Code {
 			t.Errorf("v8 commit to an unknown group: code %d, want ILLEGAL_GENERATION", got)
 		}
-		solo := groupName(t, "solo")
+		solo := groupName(t, c, "solo")
 		if got := commitCode(t, c, commitReq(9, solo, "", "", -1, "a", 42)); got != 0 {
 			t.Fatalf("standalone commit: code %d", got)
 		}
@@ -186,12 +206,12 @@ func TestOffsetCommitToUnknownGroup(t *testing.T) {
 func TestJoinKnownMemberWithOtherInstanceID(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
-		group := groupName(t, "static")
+		group := groupName(t, c, "static")
 		id := stableGroup(t, c, group, "inst-1", "consumer", consumerMetadata("a"))
 		if resp := c.do(joinReq(7, group, id, "inst-2", "consumer", consumerMetadata("a"))).(*kmsg.JoinGroupResponse); resp.ErrorCode != kerr.UnknownMemberID.Code {
 			t.Errorf("static member rejoining with another instance id: code %d, want UNKNOWN_MEMBER_ID", resp.ErrorCode)
 		}
-		dyn := groupName(t, "dynamic")
+		dyn := groupName(t, c, "dynamic")
 		did := stableGroup(t, c, dyn, "", "consumer", consumerMetadata("a"))
 		if resp := c.do(joinReq(7, dyn, did, "inst-3", "consumer", consumerMetadata("a"))).(*kmsg.JoinGroupResponse); resp.ErrorCode != kerr.UnknownMemberID.Code {
 			t.Errorf("dynamic member rejoining with an instance id: code %d, want UNKNOWN_MEMBER_ID", resp.ErrorCode)
@@ -224,7 +244,7 @@ func TestJoinKnownMemberWithOtherInstanceID(t *testing.T) {
 func TestStaticLeaderRejoinBeforeSkipAssignment(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
-		group := groupName(t, "g")
+		group := groupName(t, c, "g")
 		md := consumerMetadata("a")
 		old := stableGroup(t, c, group, "inst-1", "consumer", md)
 		resp := c.do(joinReq(5, group, "", "inst-1", "consumer", md)).(*kmsg.JoinGroupResponse)
@@ -263,7 +283,7 @@ func TestOffsetDeleteOnNonEmptyGroup(t *testing.T) {
 			return c.do(req).(*kmsg.OffsetDeleteResponse)
 		}
 		setup := func(suffix, protocolType string, md []byte) string {
-			group := groupName(t, suffix)
+			group := groupName(t, c, suffix)
 			id := stableGroup(t, c, group, "", protocolType, md)
 			for _, topic := range []string{"a", "b"} {
 				if code := commitCode(t, c, commitReq(8, group, id, "", 1, topic, 5)); code != 0 {
