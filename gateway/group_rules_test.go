@@ -211,6 +211,11 @@ func TestJoinKnownMemberWithOtherInstanceID(t *testing.T) {
 		if resp := c.do(joinReq(7, group, id, "inst-2", "consumer", consumerMetadata("a"))).(*kmsg.JoinGroupResponse); resp.ErrorCode != kerr.UnknownMemberID.Code {
 			t.Errorf("static member rejoining with another instance id: code %d, want UNKNOWN_MEMBER_ID", resp.ErrorCode)
 		}
+		// By member id without its instance id it is the same member, and
+		// keeps its instance id.
+		if resp := c.do(joinReq(7, group, id, "", "consumer", consumerMetadata("a"))).(*kmsg.JoinGroupResponse); resp.ErrorCode != 0 {
+			t.Errorf("static member rejoining by member id without its instance id: code %d, want NONE", resp.ErrorCode)
+		}
 		dyn := groupName(t, c, "dynamic")
 		did := stableGroup(t, c, dyn, "", "consumer", consumerMetadata("a"))
 		if resp := c.do(joinReq(7, dyn, did, "inst-3", "consumer", consumerMetadata("a"))).(*kmsg.JoinGroupResponse); resp.ErrorCode != kerr.UnknownMemberID.Code {
