@@ -88,6 +88,17 @@ func TestLeaderShutdownHandsOver(t *testing.T) {
 	commitOffset(t, c.nodes, "g", "t", 0, 7)
 	acked := stateOf(leader, "g")
 
+	// The followers stop starting elections of their own: from here on only
+	// a hand-over (Raft's TimeoutNow) can make one of them leader.
+	for _, tn := range c.nodes {
+		if tn != leader {
+			rc := tn.n.raft.ReloadableConfig()
+			rc.HeartbeatTimeout, rc.ElectionTimeout = time.Hour, time.Hour
+			if err := tn.n.raft.ReloadConfig(rc); err != nil {
+				t.Fatalf("node %d: %v", tn.id, err)
+			}
+		}
+	}
 	began := time.Now()
 	leader.stop(t)
 	rest := c.running()

@@ -76,6 +76,7 @@ type Node struct {
 	store *raftboltdb.BoltStore
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
+	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
 
 	metrics  *metrics
 	gossip   *gossip
@@ -148,15 +149,16 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft advertise address: %w", err)
 	}
-	newTransport := cfg.transport
-	if newTransport == nil {
-		newTransport = tcpTransport
-	}
 	bind := cfg.RaftBindAddr
 	if bind == "" {
 		bind = cfg.RaftAddr
 	}
-	trans, err := newTransport(bind, addr, hlog)
+	var trans *raft.NetworkTransport
+	if cfg.transport != nil {
+		trans, err = cfg.transport(bind, addr, hlog)
+	} else {
+		trans, n.peers, err = tcpTransport(bind, addr, hlog)
+	}
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft transport on %s (advertised as %s): %w", bind, cfg.RaftAddr, err)
@@ -352,12 +354,6 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 
 // transportFunc makes the Raft transport.
 type transportFunc func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error)
-
-// tcpTransport is the Raft TCP transport; tests use one whose network they
-// can cut (Config.transport).
-func tcpTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
-	return raft.NewTCPTransportWithLogger(bind, advertise, 4, 10*time.Second, log)
-}
 
 // clusterID is the FSM's cluster id or, until a restarted node has replayed
 // its log (which waits for a leader), the one its Raft log records. Gossip

@@ -169,12 +169,28 @@ func (c *Coordinator) activate() {
 		}
 		switch g.State {
 		case fsm.GroupPreparingRebalance:
-			c.armJoinLocked(g.ID, sg, g, false)
+			c.armJoinLocked(g.ID, sg, g, initialRebalance(g))
 		case fsm.GroupCompletingRebalance:
 			c.armSyncLocked(g.ID, sg, g)
 		}
 	}
 	c.log.Info("group coordinator active", "groups", len(c.groups))
+}
+
+// initialRebalance tells whether a group found in PreparingRebalance on
+// gaining leadership is in its first rebalance after being empty (no member
+// holds an assignment): its KIP-134 delay starts again, as it does in Kafka
+// (where an unfinished join is not stored and the members join anew),
+// instead of the window closing at once on the members that happened to
+// join before the failover. A rebalance that began in CompletingRebalance
+// looks alike; it merely waits the delay too.
+func initialRebalance(g *fsm.GroupView) bool {
+	for _, m := range g.Members {
+		if len(m.Assignment) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Coordinator) deactivate() {

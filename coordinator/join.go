@@ -1,12 +1,15 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/fsm"
 )
@@ -35,8 +38,11 @@ type JoinResult struct {
 	MemberID     string
 	Members      []fsm.MemberMetadata // for the leader only
 	// SkipAssignment tells a returning static leader (JoinGroup v9+) that
-	// the current assignment stands (KIP-814).
+	// the current assignment stands (KIP-814). PreviousLeader is its member
+	// id before it returned: what older versions are told leads, so that
+	// the client syncs as a follower instead of assigning in vain.
 	SkipAssignment bool
+	PreviousLeader string
 }
 
 // validGroupID applies Kafka's rule (and our bound): 1-249 bytes.
@@ -98,10 +104,13 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 		case st.Fenced:
 			c.mu.Unlock()
 			return fail(kerr.FencedInstanceID)
-		case !st.MemberFound:
+		case !st.MemberFound, req.InstanceID != "" && req.InstanceID != st.InstanceID:
+			// As Kafka: a known member id with an instance id the group
+			// does not know is unknown; a member's instance id never changes.
 			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID)
 		}
+		req.InstanceID = st.InstanceID
 	}
 	prev := c.fsm.Group(req.Group)
 	wasEmpty := prev == nil || prev.State == fsm.GroupEmpty
@@ -152,7 +161,7 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 			return JoinResult{Code: res.Code, MemberID: memberID}
 		}
 		return JoinResult{Generation: res.Generation, ProtocolType: res.ProtocolType, Protocol: res.Protocol,
-			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members, SkipAssignment: res.SkipAssignment}
+			Leader: res.Leader, MemberID: res.MemberID, Members: res.Members, SkipAssignment: res.SkipAssignment, PreviousLeader: res.PreviousLeader}
 	}
 	if g := c.fsm.Group(req.Group); g != nil {
 		c.syncRebalancingLocked(req.Group, sg, g)
@@ -271,6 +280,7 @@ func (c *Coordinator) completeJoin(term uint64, group string, gen int32) {
 		return
 	}
 	c.mu.Unlock()
+	c.keepStaticMembers(group, gen)
 	res, code := c.propose(context.Background(), &fsm.CompleteJoin{Group: group, Generation: gen, NowMs: c.now().UnixMilli()})
 	if code != 0 || res.Code != 0 {
 		return // leadership lost (parked requests are answered) or the group moved on
@@ -304,6 +314,31 @@ func (c *Coordinator) completeJoin(term uint64, group string, gen int32) {
 	}
 	if g := c.fsm.Group(group); g != nil {
 		c.armSyncLocked(group, sg, g)
+	}
+}
+
+// keepStaticMembers rejoins, on their behalf and with what they joined
+// with last, the static members that have not rejoined a closing join
+// window: as in Kafka (KIP-345), only dynamic members are dropped then; a
+// static member stays until its session times out, so an instance that is
+// restarting causes one rebalance, not two. (The command is an ordinary
+// JoinGroup, which every replica applies alike.)
+func (c *Coordinator) keepStaticMembers(group string, gen int32) {
+	g := c.fsm.Group(group)
+	if g == nil || g.State != fsm.GroupPreparingRebalance || g.Generation != gen {
+		return
+	}
+	for _, m := range g.Members {
+		if m.Joined || m.InstanceID == "" || m.ID == g.Leader {
+			// An absent leader is dropped: the FSM would keep it leading
+			// (Kafka elects a joined member instead), and nobody would assign.
+			continue
+		}
+		_, _ = c.propose(context.Background(), &fsm.JoinGroup{
+			Group: group, MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			ProtocolType: g.ProtocolType, SessionTimeoutMs: m.SessionTimeoutMs, RebalanceTimeoutMs: m.RebalanceTimeoutMs,
+			Protocols: m.Protocols, NowMs: c.now().UnixMilli(),
+		})
 	}
 }
 
@@ -364,5 +399,67 @@ func (c *Coordinator) expireOffsets(ctx context.Context) {
 	if c.Status() != 0 {
 		return
 	}
-	c.propose(ctx, &fsm.ExpireOffsets{NowMs: c.now().UnixMilli(), RetentionMs: c.cfg.OffsetsRetention.Milliseconds()})
+	now := c.now().UnixMilli()
+	c.propose(ctx, &fsm.ExpireOffsets{NowMs: now, RetentionMs: c.cfg.OffsetsRetention.Milliseconds()})
+	c.expireUnsubscribed(ctx, now)
+}
+
+// expireUnsubscribed applies KIP-496: in a Stable consumer group, the
+// offsets of a topic no member subscribes to any more expire once the
+// retention has passed since their commit, as an Empty group's do.
+func (c *Coordinator) expireUnsubscribed(ctx context.Context, nowMs int64) {
+	retention := c.cfg.OffsetsRetention.Milliseconds()
+	for _, sum := range c.fsm.Groups() {
+		if sum.State != fsm.GroupStable || sum.ProtocolType != "consumer" {
+			continue
+		}
+		g := c.fsm.Group(sum.ID)
+		if g == nil {
+			continue
+		}
+		subs := SubscribedTopics(g)
+		if subs == nil {
+			continue // subscriptions unknown: every topic counts as subscribed
+		}
+		offsets, _ := c.fsm.CommittedOffsets(sum.ID)
+		var expired []fsm.TopicPartition
+		for tp, o := range offsets {
+			if !subs[tp.Topic] && nowMs-o.CommitMs > retention {
+				expired = append(expired, tp)
+			}
+		}
+		if len(expired) == 0 {
+			continue
+		}
+		slices.SortFunc(expired, func(a, b fsm.TopicPartition) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+		c.propose(ctx, &fsm.DeleteOffsets{Group: sum.ID, Partitions: expired})
+	}
+}
+
+// SubscribedTopics reads the consumer-protocol subscriptions of a group's
+// members: nil (every topic) when they cannot be known, as in Kafka — the
+// group is not a consumer group, has no protocol selected yet, or a
+// member's metadata does not parse.
+func SubscribedTopics(g *fsm.GroupView) map[string]bool {
+	if g.ProtocolType != "consumer" || g.Protocol == "" {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, m := range g.Members {
+		for _, p := range m.Protocols {
+			if p.Name != g.Protocol {
+				continue
+			}
+			var md kmsg.ConsumerMemberMetadata
+			if err := md.ReadFrom(p.Metadata); err != nil {
+				return nil
+			}
+			for _, t := range md.Topics {
+				out[t] = true
+			}
+		}
+	}
+	return out
 }

@@ -195,7 +195,8 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, groups []string) []int16
 }
 
 // DeleteOffsets deletes committed offsets of partitions no member is
-// subscribed to; subscribed ones get GROUP_SUBSCRIBED_TO_TOPIC.
+// subscribed to; subscribed ones get GROUP_SUBSCRIBED_TO_TOPIC. subscribed
+// returns a group's topics, nil when they cannot be known.
 func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []fsm.TopicPartition, subscribed func(*fsm.GroupView) map[string]bool) ([]int16, int16) {
 	if code := c.Status(); code != 0 {
 		return nil, code
@@ -207,11 +208,19 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []f
 	codes := make([]int16, len(parts))
 	var del []fsm.TopicPartition
 	var subs map[string]bool
-	if g.State != fsm.GroupEmpty && subscribed != nil {
-		subs = subscribed(g)
+	if g.State != fsm.GroupEmpty {
+		// As Kafka: offsets of a group with members can be deleted only
+		// for a consumer group, and only for topics it does not subscribe
+		// to; nil subscriptions (unparseable) cover every topic.
+		if g.ProtocolType != "consumer" {
+			return nil, kerr.NonEmptyGroup.Code
+		}
+		if subscribed != nil {
+			subs = subscribed(g)
+		}
 	}
 	for i, tp := range parts {
-		if subs[tp.Topic] {
+		if g.State != fsm.GroupEmpty && (subs == nil || subs[tp.Topic]) {
 			codes[i] = kerr.GroupSubscribedToTopic.Code
 			continue
 		}

@@ -20,6 +20,30 @@ type softGroup struct {
 	initialPhase bool      // KIP-134 delay applies (the group was empty)
 	emptyJoins   int       // Joins in flight that found the group empty
 	syncTimer    Timer
+	// synced holds the members that sent SyncGroup in generation syncedGen:
+	// the others are removed when the sync timer fires, Stable or not.
+	synced    map[string]bool
+	syncedGen int32
+}
+
+// markSyncedLocked records a member's SyncGroup in generation gen.
+func (sg *softGroup) markSyncedLocked(gen int32, member string) {
+	if sg.synced == nil || sg.syncedGen != gen {
+		sg.synced, sg.syncedGen = map[string]bool{}, gen
+	}
+	sg.synced[member] = true
+}
+
+// unsyncedLocked lists the members of g that sent no SyncGroup in its
+// generation.
+func (sg *softGroup) unsyncedLocked(g *fsm.GroupView) []string {
+	var out []string
+	for _, m := range g.Members {
+		if sg.syncedGen != g.Generation || !sg.synced[m.ID] {
+			out = append(out, m.ID)
+		}
+	}
+	return out
 }
 
 type session struct {

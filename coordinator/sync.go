@@ -50,6 +50,7 @@ func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) SyncResult {
 		return SyncResult{Code: code}
 	}
 	c.touchLocked(req.Group, sg, req.MemberID, 0, c.now())
+	sg.markSyncedLocked(g.Generation, req.MemberID)
 	switch {
 	case g.State == fsm.GroupStable:
 		st := c.fsm.Member(req.Group, req.MemberID, req.InstanceID)
@@ -136,7 +137,9 @@ func (c *Coordinator) releaseSyncs(group string) {
 	if g == nil || g.State != fsm.GroupStable {
 		return
 	}
-	if sg.syncTimer != nil {
+	if sg.syncTimer != nil && len(sg.unsyncedLocked(g)) == 0 {
+		// Else the timer stays: as in Kafka, members that never sync are
+		// removed when it fires even though the group is Stable.
 		sg.syncTimer.Stop()
 		sg.syncTimer = nil
 	}
@@ -149,7 +152,8 @@ func (c *Coordinator) releaseSyncs(group string) {
 }
 
 // armSyncLocked bounds CompletingRebalance: members that have not sent
-// SyncGroup when the rebalance timeout passes are removed.
+// SyncGroup when the rebalance timeout passes are removed, whether or not
+// the leader's sync has made the group Stable meanwhile.
 func (c *Coordinator) armSyncLocked(group string, sg *softGroup, g *fsm.GroupView) {
 	if g.State != fsm.GroupCompletingRebalance {
 		return
@@ -169,16 +173,12 @@ func (c *Coordinator) syncTimeout(term uint64, group string, gen int32) {
 	}
 	g := c.fsm.Group(group)
 	sg := c.groups[group]
-	if g == nil || sg == nil || g.State != fsm.GroupCompletingRebalance || g.Generation != gen {
+	if g == nil || sg == nil || (g.State != fsm.GroupCompletingRebalance && g.State != fsm.GroupStable) || g.Generation != gen {
 		c.mu.Unlock()
 		return
 	}
-	var missing []string
-	for _, m := range g.Members {
-		if _, parked := sg.syncWaiters[m.ID]; !parked {
-			missing = append(missing, m.ID)
-		}
-	}
+	sg.syncTimer = nil
+	missing := sg.unsyncedLocked(g)
 	c.mu.Unlock()
 	if len(missing) > 0 {
 		c.log.Info("members missed SyncGroup; removing them", "group", group, "generation", gen, "members", missing)

@@ -35,10 +35,12 @@ type MemberStatus struct {
 	GroupFound  bool
 	MemberFound bool
 	Fenced      bool // another member holds the instance id
-	State       GroupState
-	Generation  int32
-	Leader      string
-	Assignment  []byte
+	// InstanceID is the found member's group.instance.id.
+	InstanceID string
+	State      GroupState
+	Generation int32
+	Leader     string
+	Assignment []byte
 }
 
 // Member looks a member up.
@@ -58,6 +60,7 @@ func (f *FSM) Member(group, memberID, instanceID string) MemberStatus {
 	if m := g.member(memberID); m != nil {
 		st.MemberFound = true
 		st.Assignment = m.Assignment
+		st.InstanceID = m.InstanceID
 	}
 	return st
 }

@@ -111,8 +111,10 @@ type GroupResult struct {
 	Code int16
 	// Join: answered now without a rebalance.
 	Immediate bool
-	// Join: a static leader came back to a Stable group; its assignment stands.
+	// Join: a static leader came back to a Stable group; its assignment
+	// stands. PreviousLeader is the member id it had before.
 	SkipAssignment bool
+	PreviousLeader string
 	// Join/CompleteJoin: the generation now in force and its facts.
 	Generation   int32
 	Protocol     string
@@ -257,6 +259,7 @@ func (f *FSM) applyJoinGroup(c *JoinGroup) any {
 // generation and owned partitions, so its bytes differ on every restart.
 func (f *FSM) replaceStaticMember(g *Group, old *Member, c *JoinGroup) any {
 	wasLeader := g.Leader == old.ID
+	previous := old.ID
 	old.ID = c.MemberID
 	if wasLeader {
 		g.Leader = old.ID
@@ -264,7 +267,9 @@ func (f *FSM) replaceStaticMember(g *Group, old *Member, c *JoinGroup) any {
 	updateMember(old, c)
 	if g.State == GroupStable && g.selectProtocol() == g.Protocol {
 		r := g.immediateJoin(old)
-		r.SkipAssignment = wasLeader // the leader need not assign again (KIP-814)
+		if wasLeader { // the leader need not assign again (KIP-814)
+			r.SkipAssignment, r.PreviousLeader = true, previous
+		}
 		return r
 	}
 	if g.State == GroupPreparingRebalance {
@@ -500,9 +505,10 @@ func (f *FSM) applyCommitOffsets(c *CommitOffsets) any {
 	defer f.mu.Unlock()
 	g := f.groups[c.Group]
 	if g == nil {
-		// As Kafka: a generation for a group that does not exist is illegal.
+		// As Kafka: a member's commit to a group that does not exist. The
+		// gateway answers ILLEGAL_GENERATION to OffsetCommit before v9.
 		if c.Generation >= 0 {
-			return &GroupResult{Code: ErrIllegalGeneration}
+			return &GroupResult{Code: ErrGroupIDNotFound}
 		}
 		if c.MemberID != "" {
 			return &GroupResult{Code: ErrUnknownMemberID}
@@ -512,14 +518,14 @@ func (f *FSM) applyCommitOffsets(c *CommitOffsets) any {
 			return &GroupResult{Code: code}
 		}
 	}
-	switch {
-	case c.Generation < 0 && g.State == GroupEmpty:
-		// A standalone consumer or an admin tool.
-	case g.State == GroupCompletingRebalance:
-		return &GroupResult{Code: ErrRebalanceInProgress}
-	default:
+	if c.Generation >= 0 || g.State != GroupEmpty { // else a standalone consumer or an admin tool
+		// As Kafka: member, instance and generation first; only a valid
+		// member of this generation learns that a rebalance is completing.
 		if _, code := g.checkMember(c.MemberID, c.InstanceID, c.Generation); code != ErrNone {
 			return &GroupResult{Code: code}
+		}
+		if g.State == GroupCompletingRebalance {
+			return &GroupResult{Code: ErrRebalanceInProgress}
 		}
 	}
 	r := &GroupResult{Codes: make([]int16, len(c.Offsets))}

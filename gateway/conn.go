@@ -17,9 +17,11 @@ import (
 // conn is one client connection: a reader that decodes and starts requests
 // in order, and a writer that sends their answers in the same order.
 type conn struct {
-	s   *Server
-	nc  net.Conn
-	log *slog.Logger
+	s     *Server
+	nc    net.Conn
+	log   *slog.Logger
+	peer  bool // another node's connection for forwarded requests
+	order inOrder
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -110,9 +112,13 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		c.log.Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String()}
+	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer}
+	if !c.order.admit(ctx, hdr.Key) {
+		return pending{}, false
+	}
 	observe := c.s.observer(r)
 	reply := h.fn(ctx, r)
+	c.order.started(hdr.Key, reply.done)
 	if reply.close {
 		return pending{}, false
 	}
@@ -147,6 +153,10 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			p.observe(resp)
 		}
 		out = AppendResponse(out[:0], p.corr, resp)
+		if c.peer {
+			// The forwarding node waits until it has applied as much.
+			out = binary.BigEndian.AppendUint64(out, c.s.cluster.AppliedIndex())
+		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 		if _, err := bw.Write(out); err != nil {
 			return

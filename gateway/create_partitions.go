@@ -15,31 +15,37 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Reply {
 	}
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	return later(func() kmsg.Response {
-		for _, t := range req.Topics {
-			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic = t.Topic
-			fail := func(code *kerr.Error, msg string) {
-				rt.ErrorCode = code.Code
-				rt.ErrorMessage = &msg
-			}
-			info, ok := s.backend.Topic(t.Topic)
-			switch {
-			case !ok:
-				fail(kerr.UnknownTopicOrPartition, "unknown topic")
-			case len(t.Assignment) > 0:
-				fail(kerr.InvalidRequest, "manual replica assignment is not supported")
-			case t.Count <= info.Partitions:
-				fail(kerr.InvalidPartitions, fmt.Sprintf("topic has %d partitions; the new count must be larger", info.Partitions))
-			case t.Count > 100000:
-				fail(kerr.InvalidPartitions, "at most 100000 partitions")
-			case req.ValidateOnly:
-			default:
-				if err := s.backend.CreatePartitions(ctx, t.Topic, t.Count); err != nil {
-					rt.ErrorCode = ErrorCode(err)
-				}
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
+		return s.viaLeader(ctx, r, func() kmsg.Response {
+			return s.createPartitions(ctx, req, resp)
+		})
 	})
+}
+
+func (s *Server) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest, resp *kmsg.CreatePartitionsResponse) kmsg.Response {
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		fail := func(code *kerr.Error, msg string) {
+			rt.ErrorCode = code.Code
+			rt.ErrorMessage = &msg
+		}
+		info, ok := s.backend.Topic(t.Topic)
+		switch {
+		case !ok:
+			fail(kerr.UnknownTopicOrPartition, "unknown topic")
+		case len(t.Assignment) > 0:
+			fail(kerr.InvalidRequest, "manual replica assignment is not supported")
+		case t.Count <= info.Partitions:
+			fail(kerr.InvalidPartitions, fmt.Sprintf("topic has %d partitions; the new count must be larger", info.Partitions))
+		case t.Count > 100000:
+			fail(kerr.InvalidPartitions, "at most 100000 partitions")
+		case req.ValidateOnly:
+		default:
+			if err := s.backend.CreatePartitions(ctx, t.Topic, t.Count); err != nil {
+				rt.ErrorCode = ErrorCode(err)
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

@@ -14,14 +14,16 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
 	}
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	return later(func() kmsg.Response {
-		seen := map[string]int{}
-		for _, t := range req.Topics {
-			seen[t.Topic]++
-		}
-		for _, t := range req.Topics {
-			resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, seen[t.Topic] > 1))
-		}
-		return resp
+		return s.viaLeader(ctx, r, func() kmsg.Response {
+			seen := map[string]int{}
+			for _, t := range req.Topics {
+				seen[t.Topic]++
+			}
+			for _, t := range req.Topics {
+				resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, seen[t.Topic] > 1))
+			}
+			return resp
+		})
 	})
 }
 

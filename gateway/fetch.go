@@ -37,40 +37,83 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
-	for {
-		var watches []<-chan struct{}
-		resp, size := s.fetchOnce(ctx, req, &watches)
-		if size >= int(req.MinBytes) || size > 0 && req.MinBytes <= 0 || wait <= 0 || len(watches) == 0 {
-			return resp
+	var watches []partitionWatch
+	resp, size := s.fetchOnce(ctx, req, &watches)
+	if size >= int(req.MinBytes) || size > 0 && req.MinBytes <= 0 || wait <= 0 || len(watches) == 0 {
+		return resp
+	}
+	s.metrics.parkedFetches.Add(1)
+	changed := s.awaitMinBytes(ctx, watches, size, int(req.MinBytes), deadline)
+	s.metrics.parkedFetches.Add(-1)
+	if !changed || ctx.Err() != nil {
+		return resp // nothing arrived: the first read is the answer
+	}
+	watches = watches[:0]
+	resp, _ = s.fetchOnce(ctx, req, &watches)
+	return resp
+}
+
+// partitionWatch is one partition a long poll waits on: a wake-up channel
+// closed by its next append, and the bytes it had to offer when last read.
+type partitionWatch struct {
+	topic     string
+	partition int32
+	offset    int64
+	maxBytes  int
+	ch        <-chan struct{}
+	size      int
+}
+
+// awaitMinBytes waits until the partitions have at least minBytes to
+// offer, or the deadline. A wake-up re-reads only the partition that
+// changed and counts its bytes toward minBytes, so a long poll over many
+// partitions costs one partition read per append, not a whole fetch. It
+// reports whether any partition changed.
+func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, total, minBytes int, deadline time.Time) bool {
+	changed := false
+	chans := make([]<-chan struct{}, len(watches))
+	for total < minBytes {
+		for i := range watches {
+			chans[i] = watches[i].ch
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return resp
+			return changed
 		}
-		s.metrics.parkedFetches.Add(1)
-		woken := waitAny(ctx, watches, remaining)
-		s.metrics.parkedFetches.Add(-1)
-		if !woken {
-			return resp
+		i := waitAny(ctx, chans, remaining)
+		if i < 0 {
+			return changed
 		}
-		if ctx.Err() != nil {
-			return resp
+		changed = true
+		w := &watches[i]
+		ch, err := s.backend.Watch(w.topic, w.partition) // before the read, so an append in between wakes us
+		if err != nil {
+			return true
 		}
+		w.ch = ch
+		res, err := s.backend.Read(ctx, w.topic, w.partition, w.offset, w.maxBytes)
+		if err != nil {
+			return true // the answer's full read reports it
+		}
+		total += len(res.Records) - w.size
+		w.size = len(res.Records)
 	}
+	return true
 }
 
-// waitAny blocks until one channel closes (true) or the time runs out (false).
-func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+// waitAny blocks until one channel closes and returns its index, or -1
+// when the time runs out or ctx ends.
+func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) int {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	if len(chans) == 1 {
 		select {
 		case <-chans[0]:
-			return true
+			return 0
 		case <-timer.C:
-			return false
+			return -1
 		case <-ctx.Done():
-			return false
+			return -1
 		}
 	}
 	cases := make([]reflect.SelectCase, 0, len(chans)+2)
@@ -80,7 +123,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
 	i, _, _ := reflect.Select(cases)
-	return i >= 2
+	return i - 2
 }
 
 // fetchReadParallelism bounds the partition reads one fetch runs at once.
@@ -100,7 +143,7 @@ type partitionRead struct {
 
 // fetchOnce reads every requested partition once. It collects a wake-up
 // channel for each partition that answered without error.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches *[]partitionWatch) (*kmsg.FetchResponse, int) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -168,7 +211,8 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			continue
 		}
 		if r.watch != nil {
-			*watches = append(*watches, r.watch)
+			*watches = append(*watches, partitionWatch{topic: r.topic, partition: r.rp.Partition, offset: r.rp.FetchOffset,
+				maxBytes: max(min(int(r.rp.PartitionMaxBytes), maxBytes), 1), ch: r.watch, size: len(r.res.Records)})
 		}
 		data := r.res.Records
 		if total > 0 {

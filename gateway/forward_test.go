@@ -1,8 +1,12 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
+	"io"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -13,22 +17,39 @@ import (
 	"github.com/kgate/kgate/gateway"
 )
 
-// followerCluster is a follower's view: node 2, led by node 1 at leaderAddr.
-type followerCluster struct{ leaderAddr string }
+// followerCluster is a follower's view: node 2, led by node 1 (leader). Its
+// peer link is a plain listener the test can dial as another node would.
+type followerCluster struct {
+	leader cluster.NodeInfo
+	dial   func(ctx context.Context, to cluster.NodeInfo) (net.Conn, error)
+	peers  net.Listener
+	// applied is the follower's applied log index; nil: 0.
+	applied func() uint64
+}
 
 func (f followerCluster) Self() cluster.NodeInfo {
 	return cluster.NodeInfo{ID: 2, KafkaAddr: "127.0.0.1:1"}
 }
 func (f followerCluster) Brokers() []cluster.NodeInfo {
-	return []cluster.NodeInfo{{ID: 1, KafkaAddr: f.leaderAddr}, f.Self()}
+	return []cluster.NodeInfo{f.leader, f.Self()}
 }
 func (f followerCluster) LeaderID() (int32, bool)                   { return 1, true }
 func (f followerCluster) AwaitLeader(context.Context) (int32, bool) { return 1, true }
 func (f followerCluster) ClusterID() string                         { return "test" }
 func (f followerCluster) Replicas() (replicas, isr []int32)         { return []int32{1, 2}, []int32{1, 2} }
+func (f followerCluster) PeerListener() net.Listener                { return f.peers }
+func (f followerCluster) AppliedIndex() uint64 {
+	if f.applied == nil {
+		return 0
+	}
+	return f.applied()
+}
+func (f followerCluster) DialPeer(ctx context.Context, to cluster.NodeInfo) (net.Conn, error) {
+	return f.dial(ctx, to)
+}
 
-// followerBackend is a follower's backend: it cannot apply leader-only
-// changes.
+// followerBackend is a follower's backend: it reads the leader's state (as
+// a follower applies the leader's log) but cannot apply a change itself.
 type followerBackend struct{ gateway.Backend }
 
 func (followerBackend) InitProducerID(context.Context) (int64, int16, error) {
@@ -37,17 +58,18 @@ func (followerBackend) InitProducerID(context.Context) (int64, int16, error) {
 func (followerBackend) AlterTopicConfigs(context.Context, string, map[string]string) error {
 	return kerr.NotController
 }
+func (followerBackend) CreateTopic(context.Context, gateway.TopicSpec) error {
+	return kerr.NotController
+}
+func (followerBackend) DeleteTopic(context.Context, string) error { return kerr.NotController }
+func (followerBackend) CreatePartitions(context.Context, string, int32) error {
+	return kerr.NotController
+}
 
-// TestFollowerForwardsLeaderOnlyRequests: InitProducerId and topic config
-// changes sent to a follower are answered by the leader, at the client's
-// version; a request already forwarded is not forwarded again.
-func TestFollowerForwardsLeaderOnlyRequests(t *testing.T) {
-	leader := startNode(t, nil)
-	createTopic(t, leader.addr, "fwd", 1, nil)
-
-	log := slog.New(slog.DiscardHandler)
-	addr := freeLoopbackAddr(t)
-	srv := gateway.New(gateway.Config{Addr: addr, Logger: log}, followerBackend{leader.backend}, followerCluster{leaderAddr: leader.addr})
+// serveGateway serves a gateway over backend and cl until the test ends.
+func serveGateway(t *testing.T, backend gateway.Backend, cl gateway.Cluster) *gateway.Server {
+	t.Helper()
+	srv := gateway.New(gateway.Config{Addr: freeLoopbackAddr(t), AutoCreateTopics: true, Logger: slog.New(slog.DiscardHandler)}, backend, cl)
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +84,30 @@ func TestFollowerForwardsLeaderOnlyRequests(t *testing.T) {
 			t.Error("Serve did not return")
 		}
 	})
+	return srv
+}
+
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// TestFollowerForwardsLeaderOnlyRequests: every leader-only request sent to
+// a follower is answered by the leader, at the client's version, over the
+// leader's Raft port; the client id cannot mark a request as forwarded, and
+// a request that arrives over the cluster's link is answered where it lands.
+func TestFollowerForwardsLeaderOnlyRequests(t *testing.T) {
+	leader := startNode(t, nil)
+	createTopic(t, leader.addr, "fwd", 1, nil)
+	leaderInfo := leader.node.Self()
+	leaderInfo.KafkaAddr = leader.addr
+	fc := followerCluster{leader: leaderInfo, dial: leader.node.DialPeer, peers: listenLoopback(t), applied: leader.node.AppliedIndex}
+	srv := serveGateway(t, followerBackend{leader.backend}, fc)
 
 	c := dialRaw(t, srv.Addr().String())
 	for _, v := range []int16{0, 2, 4} {
@@ -89,11 +135,134 @@ func TestFollowerForwardsLeaderOnlyRequests(t *testing.T) {
 		t.Fatalf("the leader did not apply it: %v", info.Configs)
 	}
 
-	// A request that was already forwarded is answered locally.
-	fc := dialRaw(t, srv.Addr().String())
-	fc.clientID = "kgate-forward"
-	resp := fc.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
-	if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+	// Topic administration and Metadata's auto-creation.
+	ct := c.do(createTopicsReq(false, newTopic("fwd-new", 2))).(*kmsg.CreateTopicsResponse)
+	if len(ct.Topics) != 1 || ct.Topics[0].ErrorCode != 0 || ct.Topics[0].NumPartitions != 2 {
+		t.Fatalf("CreateTopics through the follower: %+v", ct.Topics)
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "fwd-new", 3
+	cp.Topics = append(cp.Topics, cpt)
+	if resp := c.do(cp).(*kmsg.CreatePartitionsResponse); len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions through the follower: %+v", resp.Topics)
+	}
+	if info, _ := leader.backend.Topic("fwd-new"); info.Partitions != 3 {
+		t.Fatalf("the leader has %d partitions of fwd-new, want 3", info.Partitions)
+	}
+	md := c.do(metadataReq(12, true, "fwd-auto")).(*kmsg.MetadataResponse)
+	if len(md.Topics) != 1 || md.Topics[0].ErrorCode != 0 || len(md.Topics[0].Partitions) != 1 {
+		t.Fatalf("auto-creation through the follower: %+v", md.Topics)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version = 5
+	del.TopicNames = []string{"fwd-new", "fwd-auto"}
+	if resp := c.do(del).(*kmsg.DeleteTopicsResponse); len(resp.Topics) != 2 || resp.Topics[0].ErrorCode != 0 || resp.Topics[1].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics through the follower: %+v", resp.Topics)
+	}
+	if _, ok := leader.backend.Topic("fwd-auto"); ok {
+		t.Fatal("the leader still has fwd-auto")
+	}
+
+	// A client naming itself as kgate's forwarder is forwarded all the same.
+	forger := dialRaw(t, srv.Addr().String())
+	forger.clientID = "kgate-forward"
+	if resp := forger.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse); resp.ErrorCode != 0 {
+		t.Fatalf("a client id marked the request as forwarded: code %d", resp.ErrorCode)
+	}
+
+	// A request on the cluster's own link is answered locally.
+	nc, err := net.DialTimeout("tcp", fc.peers.Addr().String(), ioTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	peer := &rawConn{t: t, nc: nc, corr: 1}
+	if resp := peer.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("a forwarded request was forwarded again: code %d", resp.ErrorCode)
+	}
+}
+
+// TestForwardingSlowLeaderHoldsUpNoOther: a forwarded request whose answer
+// is slow does not delay the next one: each has a connection of its own.
+// The stub leader holds the first answer until the second was given, so
+// forwarding over one connection at a time fails the first by its timeout.
+func TestForwardingSlowLeaderHoldsUpNoOther(t *testing.T) {
+	stub := listenLoopback(t)
+	// The stub leader answers InitProducerId with producer id 7; on its
+	// first connection, only once release is closed.
+	accepted := make(chan struct{}, 16)
+	release := make(chan struct{})
+	go func() {
+		first := true
+		for {
+			nc, err := stub.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			hold := release
+			if !first {
+				hold = nil
+			}
+			go serveStubLeader(nc, hold)
+			first = false
+		}
+	}()
+	dial := func(ctx context.Context, to cluster.NodeInfo) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", to.RaftAddr)
+	}
+	fc := followerCluster{leader: cluster.NodeInfo{ID: 1, KafkaAddr: "127.0.0.1:1", RaftAddr: stub.Addr().String()}, dial: dial}
+	srv := serveGateway(t, followerBackend{}, fc)
+
+	stuck := dialRaw(t, srv.Addr().String())
+	stuckReq := kmsg.NewPtrInitProducerIDRequest()
+	stuckCorr := stuck.send(stuckReq)
+	select { // the stuck request holds the stub's first connection
+	case <-accepted:
+	case <-time.After(ioTimeout):
+		t.Fatal("the first request was not forwarded")
+	}
+
+	c := dialRaw(t, srv.Addr().String())
+	if resp := c.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse); resp.ErrorCode != 0 || resp.ProducerID != 7 {
+		t.Fatalf("second forwarded request behind a slow one: code %d, id %d", resp.ErrorCode, resp.ProducerID)
+	}
+	close(release)
+	if resp := stuck.recv(stuckCorr, stuckReq).(*kmsg.InitProducerIDResponse); resp.ErrorCode != 0 || resp.ProducerID != 7 {
+		t.Fatalf("the slow forwarded request: code %d, id %d", resp.ErrorCode, resp.ProducerID)
+	}
+}
+
+// serveStubLeader answers InitProducerId requests on nc, each once hold is
+// closed (nil: at once).
+func serveStubLeader(nc net.Conn, hold <-chan struct{}) {
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	for {
+		var size [4]byte
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(br, frame); err != nil {
+			return
+		}
+		if hold != nil {
+			<-hold
+		}
+		hdr, req, _, err := gateway.ParseRequest(frame)
+		if err != nil {
+			return
+		}
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.SetVersion(hdr.Version)
+		resp.ProducerID, resp.ProducerEpoch = 7, 0
+		out := gateway.AppendResponse(nil, hdr.CorrelationID, resp)
+		out = binary.BigEndian.AppendUint64(out, 0) // the applied log index trailer of the cluster's link
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
 	}
 }

@@ -44,6 +44,12 @@ func (s *Server) handleJoinGroup(ctx context.Context, r *Request) Reply {
 		resp.Generation = res.Generation
 		resp.LeaderID = res.Leader
 		resp.SkipAssignment = res.SkipAssignment
+		if res.SkipAssignment && req.Version < 9 {
+			// As Kafka: without SkipAssignment the returning static leader
+			// is told the old leader id and no members, so it syncs as a
+			// follower and keeps the assignment in force.
+			resp.LeaderID, resp.SkipAssignment, res.Members = res.PreviousLeader, false, nil
+		}
 		proto, ptype := res.Protocol, res.ProtocolType
 		resp.Protocol = &proto
 		if req.Version >= 7 {

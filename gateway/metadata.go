@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"context"
-	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -81,9 +81,8 @@ func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool) 
 	if !autoCreate {
 		return fail(kerr.UnknownTopicOrPartition.Code)
 	}
-	err := s.backend.CreateTopic(ctx, TopicSpec{Name: name, Partitions: s.cfg.DefaultPartitions})
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		s.log.Debug("auto-create topic", "topic", name, "err", err)
+	if code := s.autoCreateTopic(ctx, name); code != 0 && code != kerr.TopicAlreadyExists.Code {
+		s.log.Debug("auto-create topic", "topic", name, "err", kerr.ErrorForCode(code))
 		// Kafka answers a topic being created elsewhere as not yet led.
 		return fail(kerr.LeaderNotAvailable.Code)
 	}
@@ -91,6 +90,28 @@ func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool) 
 		return s.topicMetadata(t)
 	}
 	return fail(kerr.LeaderNotAvailable.Code)
+}
+
+// autoCreateTopic creates a topic as a CreateTopics request would, on the
+// leader (a follower forwards it, as Kafka brokers forward auto-creation to
+// the controller).
+func (s *Server) autoCreateTopic(ctx context.Context, name string) int16 {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	req.TimeoutMillis = int32(forwardTimeout / time.Millisecond)
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, s.cfg.DefaultPartitions, -1
+	req.Topics = append(req.Topics, t)
+	out := s.onLeader(ctx, req, false, func() kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, false))
+		return resp
+	})
+	resp, ok := out.(*kmsg.CreateTopicsResponse)
+	if !ok || len(resp.Topics) != 1 {
+		return kerr.UnknownServerError.Code
+	}
+	return resp.Topics[0].ErrorCode
 }
 
 func (s *Server) topicMetadata(t TopicInfo) kmsg.MetadataResponseTopic {

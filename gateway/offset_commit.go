@@ -60,6 +60,9 @@ func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Reply {
 			return resp
 		}
 		codes, code := s.groups.CommitOffsets(ctx, req.Group, member, instance, generation, offsets)
+		if code == kerr.GroupIDNotFound.Code && req.Version < 9 {
+			code = kerr.IllegalGeneration.Code // as Kafka before v9
+		}
 		for i, sl := range slots {
 			p := &resp.Topics[sl.t].Partitions[sl.p]
 			switch {

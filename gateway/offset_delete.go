@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
 )
 
@@ -21,7 +22,7 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
 	}
 	return later(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-		codes, code := s.groups.DeleteOffsets(ctx, req.Group, parts, subscribedTopics)
+		codes, code := s.groups.DeleteOffsets(ctx, req.Group, parts, coordinator.SubscribedTopics)
 		resp.ErrorCode = code
 		if code != 0 {
 			return resp
@@ -41,28 +42,4 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
 		}
 		return resp
 	})
-}
-
-// subscribedTopics reads the consumer-protocol subscriptions of a group's
-// members (other protocol types subscribe to nothing we can see).
-func subscribedTopics(g *fsm.GroupView) map[string]bool {
-	out := map[string]bool{}
-	if g.ProtocolType != "consumer" {
-		return out
-	}
-	for _, m := range g.Members {
-		for _, p := range m.Protocols {
-			if p.Name != g.Protocol {
-				continue
-			}
-			var md kmsg.ConsumerMemberMetadata
-			if err := md.ReadFrom(p.Metadata); err != nil {
-				continue
-			}
-			for _, t := range md.Topics {
-				out[t] = true
-			}
-		}
-	}
-	return out
 }

@@ -77,7 +77,15 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		wait = s.backend.Produce(ctx, batches)
 	}
 	if req.Acks == 0 {
-		return Reply{none: true}
+		r := Reply{none: true}
+		if wait != nil { // no answer, but the next request still sees it
+			r.done = make(chan struct{})
+			go func() {
+				wait()
+				close(r.done)
+			}()
+		}
+		return r
 	}
 	if wait == nil {
 		return now(resp)

@@ -79,6 +79,13 @@ type Cluster interface {
 	ClusterID() string
 	// Replicas are the Raft voters; ISR those of them in contact.
 	Replicas() (replicas, isr []int32)
+	// PeerListener yields the connections other nodes open to forward
+	// requests to this one (nil: none arrive).
+	PeerListener() net.Listener
+	// DialPeer opens a connection for forwarded requests to another node.
+	DialPeer(ctx context.Context, to cluster.NodeInfo) (net.Conn, error)
+	// AppliedIndex is the index of the last log entry this node applied.
+	AppliedIndex() uint64
 }
 
 // Server is the Kafka listener.
@@ -125,18 +132,44 @@ func (s *Server) Listen() error {
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Serve accepts connections until ctx ends, then closes them all and waits.
+// Serve accepts connections, of clients and of other nodes forwarding
+// requests, until ctx ends, then closes them all and waits.
 func (s *Server) Serve(ctx context.Context) error {
+	peers := s.cluster.PeerListener()
 	go func() {
 		<-ctx.Done()
 		s.ln.Close()
+		if peers != nil {
+			peers.Close()
+		}
 	}()
+	if peers != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.accept(ctx, peers, true)
+		}()
+	}
+	s.accept(ctx, s.ln, false)
+	s.mu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.fwd.close()
+	return nil
+}
+
+// accept serves one listener's connections until ctx ends; peer marks
+// those of other nodes, whose requests are forwarded ones.
+func (s *Server) accept(ctx context.Context, ln net.Listener, peer bool) {
 	var tempDelay time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil {
-				break
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -158,6 +191,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		c := newConn(s, nc)
+		c.peer = peer
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.metrics.accepted.Inc()
@@ -170,14 +204,6 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.mu.Unlock()
 		}()
 	}
-	s.mu.Lock()
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-	s.fwd.close()
-	return nil
 }
 
 // Request is one decoded request as handlers see it.
@@ -185,6 +211,9 @@ type Request struct {
 	Header
 	Body   kmsg.Request
 	Remote string
+	// Forwarded: another node passed this request on (it arrived over the
+	// cluster's own link); it is answered here, never forwarded again.
+	Forwarded bool
 }
 
 // Reply is a handler's answer: a response now, one later, or none (acks=0).
@@ -193,6 +222,9 @@ type Reply struct {
 	later chan kmsg.Response
 	none  bool
 	close bool // close the connection instead of answering
+	// done is closed once the request has taken effect (nil: it has when
+	// the handler returns); see order.go.
+	done chan struct{}
 }
 
 func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
@@ -201,8 +233,13 @@ func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
 // overlap; the connection still writes answers in request order.
 func later(fn func() kmsg.Response) Reply {
 	ch := make(chan kmsg.Response, 1)
-	go func() { ch <- fn() }()
-	return Reply{later: ch}
+	done := make(chan struct{})
+	go func() {
+		resp := fn()
+		close(done)
+		ch <- resp
+	}()
+	return Reply{later: ch, done: done}
 }
 
 type handler struct {

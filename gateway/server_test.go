@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/embedded"
@@ -44,7 +45,7 @@ type testNode struct {
 	backend *embedded.Backend
 }
 
-func freeLoopbackAddr(t *testing.T) string {
+func freeLoopbackAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,13 +58,25 @@ func freeLoopbackAddr(t *testing.T) string {
 
 // startNode starts a node and stops it at test cleanup. mod may adjust the
 // gateway config (Addr and Logger are set by the helper).
-func startNode(t *testing.T, mod func(*gateway.Config)) *testNode {
+func startNode(t testing.TB, mod func(*gateway.Config)) *testNode {
+	t.Helper()
+	return startNodeWith(t, mod, false)
+}
+
+// startGroupNode is startNode with the consumer-group APIs served by a
+// coordinator.
+func startGroupNode(t *testing.T) *testNode {
+	t.Helper()
+	return startNodeWith(t, nil, true)
+}
+
+func startNodeWith(t testing.TB, mod func(*gateway.Config), groups bool) *testNode {
 	t.Helper()
 	var lastErr error
 	// Free ports are picked by binding and releasing them; retry in the
 	// unlikely case another process grabbed one in between.
 	for attempt := 0; attempt < 5; attempt++ {
-		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"))
+		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"), groups)
 		if err == nil {
 			return n
 		}
@@ -73,7 +86,7 @@ func startNode(t *testing.T, mod func(*gateway.Config)) *testNode {
 	return nil
 }
 
-func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNode, error) {
+func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bool) (*testNode, error) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := fsm.Open(fsm.Options{Dir: dir, SegmentBytes: 1 << 20, Logger: log})
 	if err != nil {
@@ -109,13 +122,18 @@ func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNod
 		mod(&cfg)
 	}
 	cfg.Addr = kafkaAddr
+	serveCtx, stop := context.WithCancel(context.Background())
+	if groups {
+		cfg.Groups = coordinator.New(coordinator.Config{InitialRebalanceDelay: time.Millisecond, Logger: log}, node, st)
+		node.RunWhileLeader("group coordinator", cfg.Groups.Lead)
+	}
 	srv := gateway.New(cfg, backend, node)
 	if err := srv.Listen(); err != nil {
+		stop()
 		node.Shutdown()
 		st.Close()
 		return nil, err
 	}
-	serveCtx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(serveCtx) }()
 	t.Cleanup(func() {
@@ -134,7 +152,7 @@ func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNod
 	return &testNode{addr: srv.Addr().String(), dataDir: dir, fsm: st, node: node, backend: backend}, nil
 }
 
-func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+func newClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(3)}, opts...)...)
 	if err != nil {
@@ -144,13 +162,13 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func createTopic(t *testing.T, addr, name string, partitions int32, configs map[string]*string) {
+func createTopic(t testing.TB, addr, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
 	adm := kadm.NewClient(newClient(t, addr))
 	if _, err := adm.CreateTopic(testCtx(t), partitions, -1, configs, name); err != nil {
@@ -161,7 +179,7 @@ func createTopic(t *testing.T, addr, name string, partitions int32, configs map[
 // rawConn speaks the Kafka protocol over a plain connection so tests pick
 // exact versions and bytes.
 type rawConn struct {
-	t    *testing.T
+	t    testing.TB
 	nc   net.Conn
 	corr int32
 	// clientID is sent in request headers; "" means testClientID.
@@ -170,7 +188,7 @@ type rawConn struct {
 
 var testClientID = "kgate-test"
 
-func dialRaw(t *testing.T, addr string) *rawConn {
+func dialRaw(t testing.TB, addr string) *rawConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
 	if err != nil {
@@ -405,7 +423,7 @@ func topicMeta(t *testing.T, c *rawConn, name string) kmsg.MetadataResponseTopic
 	return resp.Topics[0]
 }
 
-func build(t *testing.T, b records.Builder, recs []records.Record) []byte {
+func build(t testing.TB, b records.Builder, recs []records.Record) []byte {
 	t.Helper()
 	data, err := b.Build(recs)
 	if err != nil {
@@ -966,19 +984,39 @@ func waitResult(t *testing.T, ch <-chan asyncResult) kmsg.Response {
 	return nil
 }
 
+// readSignal is a backend that reports each partition read once it has
+// returned, so a test knows a long poll found nothing and is parking.
+type readSignal struct {
+	gateway.Backend
+	reads chan int32 // partitions read
+}
+
+func (b readSignal) Read(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+	res, err := b.Backend.Read(ctx, topic, partition, offset, maxBytes)
+	b.reads <- partition
+	return res, err
+}
+
 func TestFetchLongPollWokenByProduce(t *testing.T) {
 	n := startNode(t, nil)
 	createTopic(t, n.addr, "poll", 2, nil)
-	c := dialRaw(t, n.addr)
+	hooked := readSignal{Backend: n.backend, reads: make(chan int32, 16)}
+	c := dialRaw(t, serveGateway(t, hooked, n.node).Addr().String())
 	// A long poll at the high watermark of both partitions.
 	req := fetchReq("poll", 0, 0, 10000, 1, 1<<20)
 	p1 := kmsg.NewFetchRequestTopicPartition()
 	p1.Partition, p1.PartitionMaxBytes = 1, 1<<20
 	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1)
 	done := recvAsync(c, c.send(req), req)
-	// Give the fetch a moment to park (not required for correctness: a
-	// fetch that arrives after the produce answers at once as well).
-	time.Sleep(200 * time.Millisecond)
+	// Produce only once the poll has read both (empty) partitions: the
+	// record can then reach it only by waking it.
+	for range 2 {
+		select {
+		case <-hooked.reads:
+		case <-time.After(ioTimeout):
+			t.Fatal("the fetch did not read")
+		}
+	}
 	prod := newClient(t, n.addr, kgo.DefaultProduceTopic("poll"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("wake up"), Partition: 1}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -993,6 +1031,61 @@ func TestFetchLongPollWokenByProduce(t *testing.T) {
 	recs := decodeBatches(t, sp.RecordBatches)
 	if sp.ErrorCode != 0 || len(recs) != 1 || string(recs[0].Value) != "wake up" {
 		t.Fatalf("long poll answered error %d with %d records", sp.ErrorCode, len(recs))
+	}
+}
+
+// TestFetchLongPollCountsBytesPerPartition: a long poll over several
+// partitions waiting for min_bytes re-reads only the partition an append
+// woke it for, counting its bytes, and reads everything once more to
+// answer when min_bytes is reached.
+func TestFetchLongPollCountsBytesPerPartition(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "minbytes", 2, nil)
+	hooked := readSignal{Backend: n.backend, reads: make(chan int32, 64)}
+	c := dialRaw(t, serveGateway(t, hooked, n.node).Addr().String())
+	one := build(t, plainBuilder(), valueRecords("m", 1))
+	// Wait for more than one batch: two appends to partition 1 are needed.
+	req := fetchReq("minbytes", 0, 0, 10000, int32(len(one)+1), 1<<20)
+	p1 := kmsg.NewFetchRequestTopicPartition()
+	p1.Partition, p1.PartitionMaxBytes = 1, 1<<20
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1)
+	done := recvAsync(c, c.send(req), req)
+	reads := map[int32]int{}
+	// awaitReads waits until partition has been read n times in all.
+	awaitReads := func(partition int32, n int) {
+		t.Helper()
+		for reads[partition] < n {
+			select {
+			case p := <-hooked.reads:
+				reads[p]++
+			case <-time.After(ioTimeout):
+				t.Fatalf("partition %d read %d times, waiting for %d", partition, reads[partition], n)
+			}
+		}
+	}
+	awaitReads(0, 1)
+	awaitReads(1, 1) // both empty partitions read: the poll waits
+	pc := dialRaw(t, n.addr)
+	first := produceReq(9, -1, "minbytes", 1, one)
+	pc.recv(pc.send(first), first)
+	awaitReads(1, 2) // woken: not yet min_bytes
+	second := produceReq(9, -1, "minbytes", 1, build(t, plainBuilder(), valueRecords("m", 1)))
+	pc.recv(pc.send(second), second)
+	resp := waitResult(t, done).(*kmsg.FetchResponse)
+	for {
+		select {
+		case p := <-hooked.reads:
+			reads[p]++
+			continue
+		default:
+		}
+		break
+	}
+	if recs := decodeBatches(t, resp.Topics[0].Partitions[1].RecordBatches); len(recs) != 2 {
+		t.Fatalf("long poll answered with %d records of partition 1, want 2", len(recs))
+	}
+	if reads[0] != 2 {
+		t.Fatalf("partition 0 was read %d times, want 2 (the first read and the answer's)", reads[0])
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 // | TestClusterLeaderSIGTERM{FranzGo,ConfluentKafkaPython,Java} | SIGTERM of the leader under the same load |
 // | TestClusterJoinFourthNode | a fourth node joins through one follower |
 // | TestClusterFullRestart | SIGTERM of all three, restart on the same data |
+// | TestClusterEveryNodeAnswers | kcat's auto-creation and topic administration through each node |
 //
 // The group members of the Python and Java tests are
 // test/clients/confluent-kafka-python/cluster_consumer.py and

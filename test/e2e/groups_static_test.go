@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -37,7 +39,6 @@ func runStaticScenario(t *testing.T, prog, otherProg groupProgram) {
 	const (
 		instance     = "static-1"
 		perRound     = 10 // records per partition and round
-		observeFor   = 2 * time.Second
 		staticClient = "static-member"
 		otherClient  = "static-other"
 	)
@@ -64,6 +65,7 @@ func runStaticScenario(t *testing.T, prog, otherProg groupProgram) {
 		return groupCommittedAt(ctx, adm, group, topic, groupPartitions, perRound)
 	})
 	s0, o0 := static.state(), other.state()
+	gen0, _ := groupGeneration(t, srv, group)
 	if prog.generation && s0.generation != o0.generation {
 		t.Fatalf("static member reports generation %d, the other member %d", s0.generation, o0.generation)
 	}
@@ -113,9 +115,13 @@ func runStaticScenario(t *testing.T, prog, otherProg groupProgram) {
 		}
 		return groupCommittedAt(ctx, adm, group, topic, groupPartitions, 2*perRound)
 	})
-	// A rebalance would reach the other member through its next heartbeat
-	// (every 500 ms): give it a few before looking for one.
-	time.Sleep(observeFor)
+	// The coordinator decides on a rebalance when the member rejoins, and
+	// the other member would learn of it only at its next heartbeat: so ask
+	// the coordinator. The group must still be Stable in the generation it
+	// had before the restart.
+	if gen, state := groupGeneration(t, srv, group); state != "Stable" || gen != gen0 {
+		t.Errorf("after the static member's restart the group is %s in generation %d, want Stable in generation %d", state, gen, gen0)
+	}
 	o1 := other.state()
 	if o1.assignments != o0.assignments || o1.revocations != o0.revocations || o1.generation != o0.generation {
 		t.Errorf("the other member saw a rebalance: %d assignments, %d revocations, generation %d, partitions %v; "+
@@ -166,4 +172,42 @@ func checkGroupStaticDescribed(t *testing.T, adm *kadm.Client, group, instance, 
 		}
 	}
 	t.Fatalf("DescribeGroups: no member with client id %s: %v", clientID, groupDescribedMembers(d))
+}
+
+// groupGeneration reads a group's generation and state from the
+// coordinator's admin API (/v1/groups).
+func groupGeneration(t *testing.T, srv *kgateServer, group string) (int32, string) {
+	t.Helper()
+	admin := srv.addrs["admin-addr"]
+	if srv.iggy != nil {
+		admin = srv.iggy.c.node(int32(srv.coordinator())).addrs["admin-addr"]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/v1/groups", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/groups: %v", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Groups []struct {
+			Group      string `json:"group"`
+			State      string `json:"state"`
+			Generation int32  `json:"generation"`
+		} `json:"groups"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("GET /v1/groups: %v", err)
+	}
+	for _, g := range out.Groups {
+		if g.Group == group {
+			return g.Generation, g.State
+		}
+	}
+	t.Fatalf("GET /v1/groups: no group %s", group)
+	return 0, ""
 }
