@@ -26,6 +26,8 @@ func (s *Server) handlerTable() map[int16]handler {
 		33: {0, 2, s.handleAlterConfigs},
 		37: {0, 3, s.handleCreatePartitions},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
+		45: {0, 0, s.handleAlterPartitionReassignments},
+		46: {0, 0, s.handleListPartitionReassignments},
 		60: {0, 1, s.handleDescribeCluster},
 	}
 	if s.groups != nil {
