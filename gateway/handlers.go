@@ -25,6 +25,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		32: {1, 4, s.handleDescribeConfigs},
 		33: {0, 2, s.handleAlterConfigs},
 		37: {0, 3, s.handleCreatePartitions},
+		43: {0, 2, s.handleElectLeaders},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
 		45: {0, 0, s.handleAlterPartitionReassignments},
 		46: {0, 0, s.handleListPartitionReassignments},
