@@ -96,6 +96,9 @@ func Open(opts Options) (*FSM, error) {
 func (f *FSM) topicsDir() string      { return filepath.Join(f.opts.Dir, "topics") }
 func (f *FSM) checkpointPath() string { return filepath.Join(f.opts.Dir, "fsm", "checkpoint") }
 
+// TopicsDir is the directory holding every partition log.
+func (f *FSM) TopicsDir() string { return f.topicsDir() }
+
 func partitionDir(root string, id [16]byte, p int32) string {
 	return filepath.Join(root, fmt.Sprintf("%x-%d", id, p))
 }

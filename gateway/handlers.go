@@ -24,6 +24,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		23: {2, 4, s.handleOffsetForLeaderEpoch},
 		32: {1, 4, s.handleDescribeConfigs},
 		33: {0, 2, s.handleAlterConfigs},
+		35: {1, 4, s.handleDescribeLogDirs},
 		37: {0, 3, s.handleCreatePartitions},
 		43: {0, 2, s.handleElectLeaders},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
