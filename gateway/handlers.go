@@ -20,6 +20,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		18: {0, 4, s.handleAPIVersions},
 		19: {2, 7, s.handleCreateTopics},
 		20: {1, 6, s.handleDeleteTopics},
+		21: {0, 2, s.handleDeleteRecords},
 		22: {0, 5, s.handleInitProducerID},
 		23: {2, 4, s.handleOffsetForLeaderEpoch},
 		32: {1, 4, s.handleDescribeConfigs},
