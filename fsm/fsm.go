@@ -70,7 +70,9 @@ type Partition struct {
 	Index int32
 	Log   *partlog.Log
 	dir   string
-	// producers is touched only by Apply and Snapshot, both on the FSM goroutine.
+	// producers is written only by Apply (on the FSM goroutine) under
+	// prodMu, which readers outside it (Producers) take too.
+	prodMu    sync.Mutex
 	producers map[int64]*producerState
 }
 

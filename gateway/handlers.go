@@ -32,6 +32,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		45: {0, 0, s.handleAlterPartitionReassignments},
 		46: {0, 0, s.handleListPartitionReassignments},
 		60: {0, 1, s.handleDescribeCluster},
+		61: {0, 0, s.handleDescribeProducers},
 		75: {0, 0, s.handleDescribeTopicPartitions},
 	}
 	if s.groups != nil {
