@@ -31,6 +31,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		44: {0, 1, s.handleIncrementalAlterConfigs},
 		45: {0, 0, s.handleAlterPartitionReassignments},
 		46: {0, 0, s.handleListPartitionReassignments},
+		55: {0, 2, s.handleDescribeQuorum},
 		60: {0, 1, s.handleDescribeCluster},
 		61: {0, 0, s.handleDescribeProducers},
 		75: {0, 0, s.handleDescribeTopicPartitions},
