@@ -53,6 +53,7 @@ func (f *FSM) encodeMeta(e *enc) {
 		}
 	}
 	f.encodeGroupsLocked(e)
+	f.encodeQuotasLocked(e)
 }
 
 func (p *Partition) encodeProducers(e *enc) {
@@ -95,6 +96,7 @@ type meta struct {
 	nextProducerID int64
 	topics         []metaTopic
 	groups         map[string]*Group
+	quotas         map[string]*clientQuota
 }
 
 func decodeMeta(d *dec) *meta {
@@ -122,6 +124,7 @@ func decodeMeta(d *dec) *meta {
 		m.topics = append(m.topics, t)
 	}
 	m.groups = decodeGroups(d)
+	m.quotas = decodeQuotas(d)
 	return m
 }
 
@@ -299,6 +302,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 		}
 	}
 	f.clusterID, f.nextProducerID, f.topics, f.groups = m.clusterID, m.nextProducerID, map[string]*Topic{}, m.groups
+	f.quotas = m.quotas
+	if f.quotas == nil {
+		f.quotas = map[string]*clientQuota{}
+	}
 	if f.groups == nil {
 		f.groups = map[string]*Group{}
 	}
