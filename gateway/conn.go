@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +21,9 @@ type conn struct {
 	s   *Server
 	nc  net.Conn
 	log *slog.Logger
+	// mutedUntil (unix nanoseconds) holds the next request back while a
+	// quota throttle runs (KIP-219).
+	mutedUntil atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -27,8 +31,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 type pending struct {
-	corr  int32
-	reply Reply
+	corr     int32
+	hdr      Header
+	reply    Reply
+	throttle time.Duration // quota throttle already incurred (Produce)
 }
 
 func (c *conn) serve(parent context.Context) {
@@ -74,6 +80,9 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			c.log.Debug("read frame", "err", err)
 			return
 		}
+		if !c.waitUnmuted(ctx) {
+			return
+		}
 		p, ok := c.start(ctx, buf.Bytes())
 		if !ok {
 			return
@@ -110,11 +119,15 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String()}
+	var throttle time.Duration
+	if hdr.Key == 0 { // Kafka counts a produce request's whole size
+		throttle = c.quotaThrottle(hdr, producerByteRate, len(frame))
+	}
 	reply := h.fn(ctx, r)
 	if reply.close {
 		return pending{}, false
 	}
-	return pending{corr: hdr.CorrelationID, reply: reply}, true
+	return pending{corr: hdr.CorrelationID, hdr: hdr, reply: reply, throttle: throttle}, true
 }
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
@@ -137,6 +150,9 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 					return
 				}
 			}
+		}
+		if !c.applyThrottle(ctx, p, resp) {
+			return
 		}
 		out = AppendResponse(out[:0], p.corr, resp)
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))

@@ -36,6 +36,10 @@ func (s *Server) handlerTable() map[int16]handler {
 		61: {0, 0, s.handleDescribeProducers},
 		75: {0, 0, s.handleDescribeTopicPartitions},
 	}
+	if s.quotas != nil {
+		t[48] = handler{0, 1, s.handleDescribeClientQuotas}
+		t[49] = handler{0, 1, s.handleAlterClientQuotas}
+	}
 	if s.groups != nil {
 		t[8] = handler{0, 9, s.handleOffsetCommit}
 		t[9] = handler{0, 9, s.handleOffsetFetch}
