@@ -12,8 +12,9 @@ const reassignRefused = "kgate places every partition's replicas on the Raft vot
 	"they move only when the cluster's membership changes, not per partition"
 
 // Replica placement follows Raft membership, so a requested reassignment
-// gets INVALID_REPLICA_ASSIGNMENT with the reason, and a cancellation
-// NO_REASSIGNMENT_IN_PROGRESS (there never is one).
+// gets INVALID_REPLICA_ASSIGNMENT with the reason (unless it asks for the
+// replicas the partition already has: done, as Kafka answers), and a
+// cancellation NO_REASSIGNMENT_IN_PROGRESS (there never is one).
 func (s *Server) handleAlterPartitionReassignments(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
@@ -24,6 +25,7 @@ func (s *Server) handleAlterPartitionReassignments(_ context.Context, r *Request
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	replicas, _ := s.cluster.Replicas()
 	for _, t := range req.Topics {
 		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		rt.Topic = t.Topic
@@ -39,14 +41,35 @@ func (s *Server) handleAlterPartitionReassignments(_ context.Context, r *Request
 			case p.Replicas == nil:
 				rp.ErrorCode = kerr.NoReassignmentInProgress.Code
 				msg = "no reassignment is in progress: " + reassignRefused
+			case sameIDs(p.Replicas, replicas):
 			default:
 				rp.ErrorCode = kerr.InvalidReplicaAssignment.Code
 				msg = reassignRefused
 			}
-			rp.ErrorMessage = &msg
+			if msg != "" {
+				rp.ErrorMessage = &msg
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return now(resp)
+}
+
+// sameIDs reports whether a and b hold the same node ids in any order.
+func sameIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := map[int32]int{}
+	for _, id := range a {
+		in[id]++
+	}
+	for _, id := range b {
+		if in[id] == 0 {
+			return false
+		}
+		in[id]--
+	}
+	return true
 }

@@ -74,8 +74,11 @@ func TestClientQuotasAlterAndDescribe(t *testing.T) {
 	if u := describeQuotas(t, c, false, kmsg.DescribeClientQuotasRequestComponent{EntityType: "user", MatchType: 2}); len(u.Entries) != 0 {
 		t.Fatalf("describe any user: %+v", u.Entries)
 	}
-	if bad := describeQuotas(t, c, false, kmsg.DescribeClientQuotasRequestComponent{EntityType: "ip", MatchType: 2}); bad.ErrorCode != kerr.InvalidRequest.Code {
-		t.Fatalf("describe ip: error %d", bad.ErrorCode)
+	if ip := describeQuotas(t, c, false, kmsg.DescribeClientQuotasRequestComponent{EntityType: "ip", MatchType: 2}); ip.ErrorCode != 0 || len(ip.Entries) != 0 {
+		t.Fatalf("describe ip: error %d entries %+v, want none", ip.ErrorCode, ip.Entries)
+	}
+	if bad := describeQuotas(t, c, false, kmsg.DescribeClientQuotasRequestComponent{EntityType: "group", MatchType: 2}); bad.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("describe an unknown entity type: error %d", bad.ErrorCode)
 	}
 
 	// Removing every value removes the entity.

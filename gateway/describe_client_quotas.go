@@ -31,6 +31,10 @@ func (s *Server) describeClientQuotas(req *kmsg.DescribeClientQuotasRequest) kms
 	}
 	byType := map[string]kmsg.DescribeClientQuotasRequestComponent{}
 	for _, c := range req.Components {
+		if c.EntityType == "ip" { // Kafka's connection-rate quotas: kgate keeps none
+			resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
+			return resp
+		}
 		if c.EntityType != fsm.QuotaUser && c.EntityType != fsm.QuotaClientID {
 			return fail(fmt.Sprintf("entity type %q is not supported: kgate keeps quotas for users and client ids", c.EntityType))
 		}

@@ -40,8 +40,18 @@ func (s *Server) handleDescribeQuorum(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeQuorumRequest)
 	qc, ok := s.cluster.(quorumCluster)
 	if !ok || !isMetadataPartition(req) {
+		// As Kafka: every partition asked for is unknown.
 		resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
-		resp.Topics = []kmsg.DescribeQuorumResponseTopic{quorumTopic(kerr.UnknownTopicOrPartition.Code)}
+		for _, rt := range req.Topics {
+			t := quorumTopic(kerr.UnknownTopicOrPartition.Code)
+			t.Topic, t.Partitions = rt.Topic, nil
+			for _, rp := range rt.Partitions {
+				p := quorumTopic(kerr.UnknownTopicOrPartition.Code).Partitions[0]
+				p.Partition = rp.Partition
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
 		return now(resp)
 	}
 	if r.ClientID != nil && *r.ClientID == quorumProbeClientID {

@@ -39,7 +39,7 @@ func TestDescribeQuorumSingleNode(t *testing.T) {
 	if len(resp.Nodes) != 1 || resp.Nodes[0].NodeID != 1 || len(resp.Nodes[0].Listeners) != 1 || resp.Nodes[0].Listeners[0].Name != "RAFT" {
 		t.Fatalf("nodes %+v", resp.Nodes)
 	}
-	if got := c.do(describeQuorumReq("other")).(*kmsg.DescribeQuorumResponse); got.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+	if got := c.do(describeQuorumReq("other")).(*kmsg.DescribeQuorumResponse); got.Topics[0].Topic != "other" || got.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("another topic: %+v", got.Topics)
 	}
 }

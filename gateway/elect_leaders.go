@@ -14,7 +14,7 @@ import (
 // already elected"; one without (an election in progress) answers
 // ELIGIBLE_LEADERS_NOT_AVAILABLE, retriable. As in Kafka, a request for all
 // partitions (null topics) lists only the partitions that needed an
-// election.
+// election (each topic is still listed, with no partitions).
 func (s *Server) handleElectLeaders(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
@@ -59,13 +59,15 @@ func (s *Server) handleElectLeaders(_ context.Context, r *Request) Reply {
 			rp.ErrorMessage = &msg
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		if all && len(rt.Partitions) == 0 {
-			continue
-		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if resp.Topics == nil {
 		resp.Topics = []kmsg.ElectLeadersResponseTopic{}
+	}
+	for i := range resp.Topics {
+		if resp.Topics[i].Partitions == nil {
+			resp.Topics[i].Partitions = []kmsg.ElectLeadersResponseTopicPartition{}
+		}
 	}
 	return now(resp)
 }

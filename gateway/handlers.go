@@ -29,7 +29,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		37: {0, 3, s.handleCreatePartitions},
 		43: {0, 2, s.handleElectLeaders},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
-		45: {0, 0, s.handleAlterPartitionReassignments},
+		45: {0, 1, s.handleAlterPartitionReassignments},
 		46: {0, 0, s.handleListPartitionReassignments},
 		55: {0, 2, s.handleDescribeQuorum},
 		60: {0, 1, s.handleDescribeCluster},
