@@ -1,13 +1,16 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/records"
 )
 
@@ -93,5 +96,48 @@ func TestDeleteRecordsDropsWholeSegments(t *testing.T) {
 	}
 	if after := segmentFiles(t, dir); after >= before {
 		t.Fatalf("%d segments after deleting records below 4, had %d", after, before)
+	}
+}
+
+// plainBackend hides the optional backend interfaces (RecordDeleter,
+// ProducerDescriber, LogDirReporter, QuotaStore), as the Iggy backend
+// lacks the first two.
+type plainBackend struct{ gateway.Backend }
+
+// TestWithoutRecordDeletion: a backend that cannot delete records answers
+// POLICY_VIOLATION per partition; one without idempotence state lists no
+// producers.
+func TestWithoutRecordDeletion(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "plain", 1, nil)
+	log := slog.New(slog.DiscardHandler)
+	srv := gateway.New(gateway.Config{Addr: freeLoopbackAddr(t), Logger: log}, plainBackend{n.backend}, n.node)
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	c := dialRaw(t, srv.Addr().String())
+	produceRaw(t, c, "plain", build(t, plainBuilder(), valueRecords("p", 3)))
+
+	p := c.do(deleteRecordsReq("plain", map[int32]int64{0: 1, 3: 0})).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions
+	if len(p) != 2 || p[0].ErrorCode != kerr.PolicyViolation.Code || p[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("partitions %+v, want POLICY_VIOLATION and UNKNOWN_TOPIC_OR_PARTITION", p)
+	}
+	if lo := listOffset(t, c, "plain", -2); lo.Offset != 0 {
+		t.Fatalf("earliest offset %d: records were deleted", lo.Offset)
+	}
+	req := kmsg.NewPtrDescribeProducersRequest()
+	req.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "plain", Partitions: []int32{0}}}
+	if dp := c.do(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]; dp.ErrorCode != 0 || len(dp.ActiveProducers) != 0 {
+		t.Fatalf("describe producers: %+v", dp)
+	}
+	// Without a quota store the quota APIs are not offered.
+	for _, k := range c.do(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ApiKeys {
+		if k.ApiKey == 48 || k.ApiKey == 49 {
+			t.Fatalf("quota API %d advertised without a quota store", k.ApiKey)
+		}
 	}
 }
