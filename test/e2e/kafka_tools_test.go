@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,10 +108,18 @@ func (k *kafkaTools) exec(bootstrap, script string, args ...string) (string, err
 }
 
 // TestKafkaTools drives each tool through the leader and through a
-// follower, asserting what it prints.
+// follower, asserting what it prints. In the Iggy tier the cluster runs
+// --backend iggy: partition leadership is spread over the nodes, log
+// directories are Iggy's, records cannot be deleted and no idempotence
+// state is kept.
 func TestKafkaTools(t *testing.T) {
 	tools := newKafkaTools(t)
-	c := startCluster(t)
+	var c *kgateCluster
+	if iggyMode() {
+		c = startKgate(t).iggy.c
+	} else {
+		c = startCluster(t)
+	}
 	leader := c.leader()
 	var follower int32
 	for _, id := range c.ids() {
@@ -152,7 +161,7 @@ func TestKafkaTools(t *testing.T) {
 			checkLogDirs(t, tools, bootstrap, topic, c.ids())
 			checkQuorum(t, tools, bootstrap, leader, c.ids())
 			checkLeaderElection(t, tools, bootstrap, topic)
-			checkDescribeProducers(t, tools, bootstrap, topic)
+			checkDescribeProducers(t, tools, bootstrap, topic, !iggyMode())
 			checkReassignList(t, tools, bootstrap, topic)
 			checkClientQuotas(t, tools, bootstrap, "app-via-"+via.name)
 		})
@@ -161,6 +170,10 @@ func TestKafkaTools(t *testing.T) {
 	// DeleteRecords: through the leader to 3, through a follower to 5.
 	t.Run("delete-records", func(t *testing.T) {
 		tools.t = t
+		if iggyMode() {
+			checkDeleteRecordsRefused(t, tools, c.node(follower).kafka(), topic)
+			return
+		}
 		for _, step := range []struct {
 			id     int32
 			offset int64
@@ -175,6 +188,31 @@ func TestKafkaTools(t *testing.T) {
 			}
 		}
 	})
+	// A voter that is down: the quorum shows it without a log end offset.
+	t.Run("dead-voter", func(t *testing.T) {
+		tools.t = t
+		var dead int32
+		for _, id := range c.ids() {
+			if id != leader && id != follower {
+				dead = id
+			}
+		}
+		c.node(dead).kill9()
+		out := tools.run(c.node(follower).kafka(), "kafka-metadata-quorum.sh", "--bootstrap-server", docBootstrap, "describe", "--replication")
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 7 && f[0] == strconv.Itoa(int(dead)) {
+				found = true
+				if f[2] != "-1" || f[4] != "-1" || f[6] != "Follower" {
+					t.Errorf("dead node %d: %q, want log end offset and last fetch -1", dead, line)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("the dead voter %d is not listed:\n%s", dead, out)
+		}
+	})
 }
 
 func checkTopicsDescribe(t *testing.T, k *kafkaTools, bootstrap, topic string, leader int32, ids []int32) {
@@ -186,7 +224,10 @@ func checkTopicsDescribe(t *testing.T, k *kafkaTools, bootstrap, topic string, l
 	replicas := joinIDs(ids, ",")
 	for p := 0; p < 2; p++ {
 		want := fmt.Sprintf("Partition: %d\tLeader: %d\tReplicas: %s\tIsr: %s", p, leader, replicas, replicas)
-		if !strings.Contains(out, want) {
+		if iggyMode() { // leadership is spread: any node
+			want = fmt.Sprintf(`Partition: %d\tLeader: [%s]\tReplicas: %s\tIsr: %s`, p, joinIDs(ids, ""), replicas, replicas)
+		}
+		if !regexp.MustCompile(want).MatchString(out) {
 			t.Fatalf("kafka-topics --describe lacks %q:\n%s", want, out)
 		}
 	}
@@ -228,7 +269,14 @@ func checkLogDirs(t *testing.T, k *kafkaTools, bootstrap, topic string, ids []in
 		t.Fatalf("kafka-log-dirs: %d brokers, want %d:\n%s", len(got.Brokers), len(ids), out)
 	}
 	for _, b := range got.Brokers {
-		if len(b.LogDirs) != 1 || !strings.HasSuffix(b.LogDirs[0].LogDir, "topics") {
+		if len(b.LogDirs) != 1 {
+			t.Fatalf("broker %d: log dirs %+v", b.Broker, b.LogDirs)
+		}
+		wantDir := strings.HasSuffix(b.LogDirs[0].LogDir, "topics")
+		if iggyMode() {
+			wantDir = strings.HasPrefix(b.LogDirs[0].LogDir, "iggy:")
+		}
+		if !wantDir {
 			t.Fatalf("broker %d: log dirs %+v", b.Broker, b.LogDirs)
 		}
 		sizes := map[string]int64{}
@@ -308,11 +356,17 @@ func checkLeaderElection(t *testing.T, k *kafkaTools, bootstrap, topic string) {
 	}
 }
 
-func checkDescribeProducers(t *testing.T, k *kafkaTools, bootstrap, topic string) {
+func checkDescribeProducers(t *testing.T, k *kafkaTools, bootstrap, topic string, kept bool) {
 	t.Helper()
 	out := k.run(bootstrap, "kafka-transactions.sh", "--bootstrap-server", docBootstrap,
 		"describe-producers", "--topic", topic, "--partition", "0")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !kept { // no idempotence state: no producer listed
+		if len(lines) > 1 {
+			t.Fatalf("kafka-transactions describe-producers: want no producer:\n%s", out)
+		}
+		return
+	}
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ProducerId") {
 		t.Fatalf("kafka-transactions describe-producers: want a header and one producer:\n%s", out)
 	}
@@ -428,5 +482,20 @@ func checkDocumentedToolCommands(t *testing.T, ran map[string]bool) {
 	}
 	if n < len(ran) {
 		t.Errorf("docs/operations.md shows %d Kafka tool commands, TestKafkaTools runs %d", n, len(ran))
+	}
+}
+
+// checkDeleteRecordsRefused: with Iggy, each partition answers
+// POLICY_VIOLATION and the log start stays.
+func checkDeleteRecordsRefused(t *testing.T, k *kafkaTools, bootstrap, topic string) {
+	t.Helper()
+	const file = "delete-records.json"
+	body := fmt.Sprintf(`{"partitions": [{"topic": %q, "partition": 0, "offset": 3}], "version": 1}`, topic)
+	if err := os.WriteFile(filepath.Join(k.tmp, file), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := k.exec(bootstrap, "kafka-delete-records.sh", "--bootstrap-server", docBootstrap, "--offset-json-file", file)
+	if !strings.Contains(out, "PolicyViolationException") {
+		t.Fatalf("kafka-delete-records with Iggy: want POLICY_VIOLATION:\n%s", out)
 	}
 }
