@@ -117,8 +117,6 @@ func (s *Server) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumReq
 	t := quorumTopic(0)
 	p := &t.Partitions[0]
 	p.LeaderID = self
-	p.LeaderEpoch = int32(st.Term)
-	p.HighWatermark = int64(st.CommitIndex)
 
 	kafkaAddr := map[int32]string{}
 	for _, b := range s.cluster.Brokers() {
@@ -133,9 +131,7 @@ func (s *Server) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumReq
 		rs.ReplicaID = v.ID
 		rs.LogEndOffset = -1
 		if v.ID == self {
-			nowMs := time.Now().UnixMilli() // the leader is always caught up with itself
-			rs.LogEndOffset, rs.LastFetchTimestamp, rs.LastCaughtUpTimestamp = int64(st.LastIndex), nowMs, nowMs
-			continue
+			continue // after the probes, so that no voter is ahead of it
 		}
 		addr := kafkaAddr[v.ID]
 		if addr == "" {
@@ -150,6 +146,15 @@ func (s *Server) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumReq
 		}()
 	}
 	wg.Wait()
+	st = qc.RaftState()
+	p.LeaderEpoch = int32(st.Term)
+	p.HighWatermark = int64(st.CommitIndex)
+	for i := range states {
+		if states[i].ReplicaID == self {
+			nowMs := time.Now().UnixMilli() // the leader is always caught up with itself
+			states[i].LogEndOffset, states[i].LastFetchTimestamp, states[i].LastCaughtUpTimestamp = int64(st.LastIndex), nowMs, nowMs
+		}
+	}
 	p.CurrentVoters = states
 	p.Observers = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{}
 	resp.Topics = []kmsg.DescribeQuorumResponseTopic{t}
