@@ -20,7 +20,7 @@ deps:
 # The Iggy tier: the client scenarios and consumer-group tests again, on a
 # three-node cluster with --backend iggy against the Iggy test double, in
 # each dialect.
-IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy
+IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy|TestKafkaTools
 
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...

@@ -55,6 +55,8 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 	}
 	var ps *producerState
 	if b.ProducerID >= 0 {
+		p.prodMu.Lock()
+		defer p.prodMu.Unlock()
 		var dup *batchRecord
 		var code int16
 		ps, dup, code = p.checkSequence(b)

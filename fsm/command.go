@@ -88,6 +88,8 @@ var commands = map[Kind]commandSpec{
 	KindSetFeatureLevel: row("SetFeatureLevel", baseline,
 		func(d *dec, _ uint8) *SetFeatureLevel { return &SetFeatureLevel{Level: Level(d.i16())} },
 		(*FSM).applySetFeatureLevel),
+	KindAlterClientQuotas: row("AlterClientQuotas", []Level{LevelClientQuotas}, v1(decodeAlterClientQuotas),
+		(*FSM).applyAlterClientQuotas),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

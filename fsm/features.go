@@ -22,10 +22,13 @@ const (
 	// LevelVersioned: entries carry their command's version
 	// ([0][version][kind][body]); SetFeatureLevel exists.
 	LevelVersioned Level = 1
+	// LevelClientQuotas: AlterClientQuotas (kind 19) and the quotas section
+	// of snapshots.
+	LevelClientQuotas Level = 2
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelVersioned
+	LatestLevel = LevelClientQuotas
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

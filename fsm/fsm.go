@@ -53,6 +53,7 @@ type FSM struct {
 	topics         map[string]*Topic
 	nextProducerID int64
 	groups         map[string]*Group
+	quotas         map[string]*clientQuota // by QuotaEntity.Key
 
 	applied atomic.Uint64 // index of the last applied entry
 	level   atomic.Uint32 // the cluster's feature Level
@@ -72,7 +73,9 @@ type Partition struct {
 	Index int32
 	Log   *partlog.Log
 	dir   string
-	// producers is touched only by Apply and Snapshot, both on the FSM goroutine.
+	// producers is written only by Apply (on the FSM goroutine) under
+	// prodMu, which readers outside it (Producers) take too.
+	prodMu    sync.Mutex
 	producers map[int64]*producerState
 }
 
@@ -82,7 +85,8 @@ func Open(opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{}}
+	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{},
+		quotas: map[string]*clientQuota{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -97,6 +101,9 @@ func Open(opts Options) (*FSM, error) {
 
 func (f *FSM) topicsDir() string      { return filepath.Join(f.opts.Dir, "topics") }
 func (f *FSM) checkpointPath() string { return filepath.Join(f.opts.Dir, "fsm", "checkpoint") }
+
+// TopicsDir is the directory holding every partition log.
+func (f *FSM) TopicsDir() string { return f.topicsDir() }
 
 func partitionDir(root string, id [16]byte, p int32) string {
 	return filepath.Join(root, fmt.Sprintf("%x-%d", id, p))

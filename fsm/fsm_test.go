@@ -63,6 +63,8 @@ func commandLog(seed uint64, n int) [][]byte {
 			log = append(log, Encode(&AlterConfigs{Name: t, Set: []Config{{"retention.bytes", fmt.Sprint(r.IntN(1 << 20))}}, Delete: []string{"retention.ms"}}))
 		case k == 6:
 			log = append(log, Encode(randomAlterTopicConfigs(r, t)))
+		case k == 7:
+			log = append(log, Encode(randomAlterClientQuotas(r)))
 		default:
 			part := int32(r.IntN(3))
 			pid := int64(-1)

@@ -54,9 +54,13 @@ func (f *FSM) encodeMeta(e *enc) {
 	}
 	f.encodeGroupsLocked(e)
 	// Last and only once raised, so that a snapshot of a cluster still at
-	// the baseline level is what earlier releases write and read.
+	// the baseline level is what earlier releases write and read; each
+	// later section only from the level that introduced it.
 	if l := f.FeatureLevel(); l > LevelBaseline {
 		e.i16(int16(l))
+		if l >= LevelClientQuotas {
+			f.encodeQuotasLocked(e)
+		}
 	}
 }
 
@@ -101,6 +105,7 @@ type meta struct {
 	topics         []metaTopic
 	groups         map[string]*Group
 	level          Level
+	quotas         map[string]*clientQuota
 }
 
 func decodeMeta(d *dec) *meta {
@@ -130,6 +135,9 @@ func decodeMeta(d *dec) *meta {
 	m.groups = decodeGroups(d)
 	if d.err == nil && len(d.b) > 0 {
 		m.level = Level(d.i16())
+		if m.level >= LevelClientQuotas {
+			m.quotas = decodeQuotas(d)
+		}
 	}
 	return m
 }
@@ -317,6 +325,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 	}
 	f.clusterID, f.nextProducerID, f.topics, f.groups = m.clusterID, m.nextProducerID, map[string]*Topic{}, m.groups
 	f.level.Store(uint32(m.level))
+	f.quotas = m.quotas
+	if f.quotas == nil {
+		f.quotas = map[string]*clientQuota{}
+	}
 	if f.groups == nil {
 		f.groups = map[string]*Group{}
 	}

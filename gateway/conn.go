@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +23,9 @@ type conn struct {
 	log   *slog.Logger
 	peer  bool // another node's connection for forwarded requests
 	order inOrder
+	// mutedUntil (unix nanoseconds) holds the next request back while a
+	// quota throttle runs (KIP-219).
+	mutedUntil atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -29,9 +33,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 type pending struct {
-	corr    int32
-	reply   Reply
-	observe func(kmsg.Response) // counts the request once its answer is ready
+	corr     int32
+	hdr      Header
+	reply    Reply
+	observe  func(kmsg.Response) // counts the request once its answer is ready
+	throttle time.Duration       // quota throttle already incurred (Produce)
 }
 
 func (c *conn) serve(parent context.Context) {
@@ -77,6 +83,9 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			c.log.Debug("read frame", "err", err)
 			return
 		}
+		if !c.waitUnmuted(ctx) {
+			return
+		}
 		p, ok := c.start(ctx, buf.Bytes())
 		if !ok {
 			return
@@ -117,6 +126,10 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	observe := c.s.observer(r)
+	var throttle time.Duration
+	if hdr.Key == 0 { // Kafka counts a produce request's whole size
+		throttle = c.quotaThrottle(hdr, producerByteRate, len(frame))
+	}
 	reply := h.fn(ctx, r)
 	c.order.started(hdr.Key, reply.done)
 	if reply.close {
@@ -125,7 +138,7 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 	if reply.none {
 		observe(nil)
 	}
-	return pending{corr: hdr.CorrelationID, reply: reply, observe: observe}, true
+	return pending{corr: hdr.CorrelationID, hdr: hdr, reply: reply, observe: observe, throttle: throttle}, true
 }
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
@@ -151,6 +164,9 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		}
 		if p.observe != nil {
 			p.observe(resp)
+		}
+		if !c.applyThrottle(ctx, p, resp) {
+			return
 		}
 		out = AppendResponse(out[:0], p.corr, resp)
 		if c.peer {

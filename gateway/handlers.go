@@ -20,13 +20,25 @@ func (s *Server) handlerTable() map[int16]handler {
 		18: {0, 4, s.handleAPIVersions},
 		19: {2, 7, s.handleCreateTopics},
 		20: {1, 6, s.handleDeleteTopics},
+		21: {0, 2, s.handleDeleteRecords},
 		22: {0, 5, s.handleInitProducerID},
 		23: {2, 4, s.handleOffsetForLeaderEpoch},
 		32: {1, 4, s.handleDescribeConfigs},
 		33: {0, 2, s.handleAlterConfigs},
+		35: {1, 4, s.handleDescribeLogDirs},
 		37: {0, 3, s.handleCreatePartitions},
+		43: {0, 2, s.handleElectLeaders},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
+		45: {0, 1, s.handleAlterPartitionReassignments},
+		46: {0, 0, s.handleListPartitionReassignments},
+		55: {0, 2, s.handleDescribeQuorum},
 		60: {0, 1, s.handleDescribeCluster},
+		61: {0, 0, s.handleDescribeProducers},
+		75: {0, 0, s.handleDescribeTopicPartitions},
+	}
+	if s.quotas != nil {
+		t[48] = handler{0, 1, s.handleDescribeClientQuotas}
+		t[49] = handler{0, 1, s.handleAlterClientQuotas}
 	}
 	if s.groups != nil {
 		t[8] = handler{0, 9, s.handleOffsetCommit}

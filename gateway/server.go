@@ -32,7 +32,13 @@ type Config struct {
 	DefaultPartitions int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
 	Groups *coordinator.Coordinator
-	Logger *slog.Logger
+	// Quotas keeps client quotas; nil uses the backend's if it has them,
+	// and without any the quota APIs are not offered.
+	Quotas QuotaStore
+	// QuotaWindow is one sample of the quota rate (Kafka's
+	// quota.window.size.seconds, 1 s); rates are measured over 11 of them.
+	QuotaWindow time.Duration
+	Logger      *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -59,6 +65,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1048588
+	}
+	if c.QuotaWindow <= 0 {
+		c.QuotaWindow = time.Second
 	}
 	if c.DefaultPartitions <= 0 {
 		c.DefaultPartitions = 1
@@ -95,6 +104,8 @@ type Server struct {
 	backend  Backend
 	cluster  Cluster
 	groups   *coordinator.Coordinator
+	quotas   QuotaStore
+	throttle throttler
 	handlers map[int16]handler
 
 	// alterMu serializes topic config changes: IncrementalAlterConfigs
@@ -114,7 +125,11 @@ type Server struct {
 // New makes a server over a backend.
 func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, conns: map[*conn]struct{}{}, metrics: newMetrics()}
+	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, quotas: cfg.Quotas,
+		throttle: throttler{window: cfg.QuotaWindow, now: time.Now}, conns: map[*conn]struct{}{}, metrics: newMetrics()}
+	if s.quotas == nil {
+		s.quotas, _ = backend.(QuotaStore)
+	}
 	s.handlers = s.handlerTable()
 	return s
 }

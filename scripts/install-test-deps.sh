@@ -13,6 +13,10 @@
 #   * npm ci in test/clients/kafkajs (when package-lock.json changed).
 #   * mvn package in test/clients/java -> target/kgate-e2e-java.jar (when
 #     pom.xml or src/ is newer than the jar).
+#   * mvn dependency:copy-dependencies in test/clients/kafka-tools ->
+#     target/lib: Apache Kafka's command-line tools (kafka-tools, and
+#     kafka_2.13 for kafka-configs) that test/e2e/kafka_tools_test.go runs
+#     (when pom.xml is newer than target/lib/.complete).
 #   * go mod download (the Go clients franz-go and Sarama).
 #   * cargo build in test/iggy-sdk-check: the official Iggy Rust SDKs (0.11.0
 #     and 0.10.0, one per Iggy dialect) that the Iggy tests drive. Needs Rust
@@ -28,6 +32,7 @@ readonly PYTHON="${PYTHON:-/usr/bin/python3}"
 readonly KAFKAJS_DIR="$ROOT/test/clients/kafkajs"
 readonly JAVA_DIR="$ROOT/test/clients/java"
 readonly JAR="$JAVA_DIR/target/kgate-e2e-java.jar"
+readonly TOOLS_DIR="$ROOT/test/clients/kafka-tools"
 
 log() { echo "install-test-deps: $*" >&2; }
 die() {
@@ -114,6 +119,24 @@ java_client() {
 	touch "$JAR"
 }
 
+# --- Kafka's command-line tools ----------------------------------------------
+kafka_tools() {
+	local lib="$TOOLS_DIR/target/lib"
+	if [[ -f $lib/.complete && ! $TOOLS_DIR/pom.xml -nt $lib/.complete ]]; then
+		log "kafka-tools: $lib up to date"
+		return
+	fi
+	log "kafka-tools: mvn dependency:copy-dependencies"
+	rm -rf "$lib"
+	local out
+	out=$(cd "$TOOLS_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$lib" 2>&1) || {
+		printf '%s\n' "$out" >&2
+		die "mvn dependency:copy-dependencies failed in $TOOLS_DIR"
+	}
+	touch "$lib/.complete"
+}
+
 # --- Go modules --------------------------------------------------------------
 go_modules() {
 	if ! command -v go >/dev/null; then
@@ -144,6 +167,7 @@ iggy_sdk_check() {
 debian_packages
 kafkajs
 java_client
+kafka_tools
 go_modules
 iggy_sdk_check
 log "done"

@@ -151,6 +151,7 @@ func serve(ctx context.Context, cfg *config) error {
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: int32(cfg.DefaultPartitions),
 		Groups:            groups,
+		Quotas:            local, // replicated in the FSM with either backend
 		Logger:            log,
 	}, backend, node)
 	if err := srv.Listen(); err != nil {

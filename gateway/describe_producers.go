@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ProducerDescriber is a Backend that keeps idempotent producers' state
+// per partition.
+type ProducerDescriber interface {
+	Producers(topic string, partition int32) ([]ProducerState, error)
+}
+
+// ProducerState is one idempotent producer of a partition.
+type ProducerState struct {
+	ID            int64
+	Epoch         int16
+	LastSequence  int32
+	LastTimestamp int64 // ms
+}
+
+// DescribeProducers reports the idempotence state the partition's leader
+// keeps (kgate has no transactions: no coordinator epoch, no open
+// transaction). A backend without such state (Iggy) has no producers to
+// report.
+func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	if n > s.cfg.MaxElements {
+		return Reply{close: true}
+	}
+	pd, _ := s.backend.(ProducerDescriber)
+	self := s.cluster.Self().ID
+	for _, t := range req.Topics {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition = p
+			rp.ActiveProducers = []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
+			leader, known := s.backend.PartitionLeader(t.Topic, p)
+			switch {
+			case !known:
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case leader != self:
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			case pd != nil:
+				states, err := pd.Producers(t.Topic, p)
+				rp.ErrorCode = ErrorCode(err)
+				for _, st := range states {
+					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					ap.ProducerID, ap.ProducerEpoch = st.ID, int32(st.Epoch)
+					ap.LastSequence, ap.LastTimestamp = st.LastSequence, st.LastTimestamp
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+					rp.ActiveProducers = append(rp.ActiveProducers, ap)
+				}
+			}
+			if rp.ErrorCode != 0 {
+				msg := kerr.TypedErrorForCode(rp.ErrorCode).Description
+				rp.ErrorMessage = &msg
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return now(resp)
+}
