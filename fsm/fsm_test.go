@@ -44,6 +44,11 @@ func commandLog(seed uint64, n int) [][]byte {
 	now := int64(1_700_000_000_000)
 	seqs := map[[2]int64]int32{}
 	for i := 0; i < n; i++ {
+		if i == n/2 {
+			// The first half runs at the baseline level (commands of later
+			// levels are refused), the second at the latest.
+			log = append(log, Encode(&SetFeatureLevel{Level: LatestLevel}))
+		}
 		now += int64(r.IntN(1000))
 		t := topics[r.IntN(len(topics))]
 		switch k := r.IntN(20); {

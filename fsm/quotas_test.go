@@ -37,6 +37,7 @@ func TestClientQuotasPrecedenceAndRemoval(t *testing.T) {
 	f := openFSM(t, t.TempDir())
 	index := uint64(0)
 	apply := func(c Command) any { index++; return f.Apply(index, Encode(c)) }
+	apply(&SetFeatureLevel{Level: LevelClientQuotas})
 	set := func(v float64, ent ...QuotaEntityPart) {
 		t.Helper()
 		res := apply(&AlterClientQuotas{Alterations: []QuotaAlteration{{Entity: ent, Ops: []QuotaOp{{Key: "producer_byte_rate", Value: v}}}}})

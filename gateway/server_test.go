@@ -116,6 +116,14 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		st.Close()
 		t.Fatalf("node did not become leader: %v", err)
 	}
+	// The leader raises a new cluster to the latest feature level at once;
+	// wait for it so tests of level-gated commands do not race it.
+	for deadline := time.Now().Add(ioTimeout); st.FeatureLevel() < fsm.LatestLevel; {
+		if time.Now().After(deadline) {
+			t.Fatalf("feature level %d, want %d", st.FeatureLevel(), fsm.LatestLevel)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	backend := embedded.New(node, st, log)
 	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log}
 	if mod != nil {

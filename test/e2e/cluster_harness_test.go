@@ -120,14 +120,30 @@ func (v clusterView) member(id int32) (clusterMemberView, bool) {
 // formed a cluster. Every node is killed when the test ends.
 func startCluster(t *testing.T) *kgateCluster {
 	t.Helper()
-	return startClusterOf(t, kgateBinary(t), nil)
+	return startClusterWith(t, nil)
 }
 
 // startClusterWith is startCluster with setup run on the nodes before they
 // start: it may change their addresses, bind addresses and arguments.
 func startClusterWith(t *testing.T, setup func(c *kgateCluster)) *kgateCluster {
 	t.Helper()
-	return startClusterOf(t, kgateBinary(t), setup)
+	c := startClusterOf(t, kgateBinary(t), setup)
+	// A new cluster starts at the feature level its binaries support, as
+	// soon as the leader has heard from every voter: wait for that, so
+	// tests of commands gated by a level do not race it.
+	ctx, cancel := context.WithTimeout(context.Background(), clusterFormTimeout)
+	defer cancel()
+	for {
+		err := c.featureLevelRaised(ctx)
+		if err == nil {
+			return c
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("feature level not raised within %v: %v", clusterFormTimeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // startClusterOf starts a cluster with every node running bin, with setup
