@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -1794,5 +1795,45 @@ func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 	}
 	if kept > 4096+2048 {
 		t.Errorf("%d bytes kept with retention.bytes=4096 and segment.bytes=2048", kept)
+	}
+	checkRetentionMetrics(t, n.backend, dir, before)
+}
+
+// checkRetentionMetrics: the backend's metrics count the segments
+// retention deleted and the ones left.
+func checkRetentionMetrics(t *testing.T, b prometheus.Collector, dir string, before int) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b)
+	deadline := testCtx(t)
+	for {
+		after := segmentFiles(t, dir)
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deletedSegs, deletedBytes, segs float64
+		deleted := 0 // series of the deleted-segments counter
+		for _, f := range fams {
+			for _, m := range f.Metric {
+				switch f.GetName() {
+				case "kgate_retention_deleted_segments_total":
+					deletedSegs = m.Counter.GetValue()
+					deleted++
+				case "kgate_retention_deleted_bytes_total":
+					deletedBytes = m.Counter.GetValue()
+				case "kgate_partition_segments":
+					segs = m.Gauge.GetValue()
+				}
+			}
+		}
+		if deleted == 1 && int(deletedSegs) == before-after && int(segs) == after && deletedBytes > float64(deletedSegs)*400 {
+			return
+		}
+		select {
+		case <-deadline.Done():
+			t.Fatalf("metrics: %v segments (%v bytes) deleted, %v left; files: %d before, %d now", deletedSegs, deletedBytes, segs, before, after)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

@@ -177,7 +177,7 @@ func TestMetrics(t *testing.T) {
 			}
 			if n.id == leader {
 				want = append(want,
-					expectSeries{"kgate_kafka_requests_total", []string{"api", "Produce"}, eq(produced), "= produced (one record a request)"},
+					expectSeries{"kgate_kafka_requests_total", []string{"api", "Produce"}, gte(produced), ">= produced (one record a request, retries aside)"},
 					expectSeries{"kgate_kafka_bytes_in_total", []string{"topic", "clicks"}, gt(produced * 60), "> 60 bytes a batch"},
 					expectSeries{"kgate_kafka_bytes_out_total", []string{"topic", "clicks"}, gt(0), "> 0"},
 					expectSeries{"kgate_raft_apply_duration_seconds", nil, gt(produced), "> produced observations"},
@@ -188,7 +188,7 @@ func TestMetrics(t *testing.T) {
 			if n.id == follower.id {
 				want = append(want,
 					expectSeries{"kgate_kafka_request_errors_total", []string{"api", "Heartbeat", "error", "NOT_COORDINATOR"}, eq(1), "= 1"},
-					expectSeries{"kgate_kafka_forwarded_requests_total", []string{"api", "InitProducerID", "result", "ok"}, eq(1), "= 1"})
+					expectSeries{"kgate_kafka_forwarded_requests_total", []string{"api", "InitProducerID", "result", "ok"}, gte(1), ">= 1 (the producer's own may be forwarded too)"})
 			}
 			for _, w := range want {
 				v, ok := s.value(w.name, w.labels...)

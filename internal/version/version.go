@@ -7,13 +7,14 @@ import (
 	"runtime/debug"
 )
 
-// Version is the release version. Release builds set it with
-//
-//	go build -ldflags "-X github.com/kgate/kgate/internal/version.Version=v1.2.3"
-//
-// Without it, the module version Go recorded is used ("(devel)" for a
+// Version is the release version. Release builds set it with the linker
+// flag -X github.com/kgate/kgate/internal/version.Version=v1.2.3. Without it, the module version Go recorded is used ("(devel)" for a
 // build from a checkout), or "dev".
 var Version = ""
+
+// Commit is the VCS revision, set the same way when the toolchain cannot
+// record it (a build with -buildvcs=false, or from a source tarball).
+var Commit = ""
 
 // Info describes the running binary.
 type Info struct {
@@ -26,7 +27,7 @@ type Info struct {
 
 // Get reads the build information of this binary.
 func Get() Info {
-	info := Info{Version: Version, GoVersion: runtime.Version()}
+	info := Info{Version: Version, GoVersion: runtime.Version(), Commit: Commit}
 	bi, ok := debug.ReadBuildInfo()
 	if ok {
 		if info.Version == "" && bi.Main.Version != "" {
@@ -35,7 +36,9 @@ func Get() Info {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				info.Commit = s.Value
+				if info.Commit == "" {
+					info.Commit = s.Value
+				}
 			case "vcs.time":
 				info.CommitTime = s.Value
 			case "vcs.modified":
