@@ -48,7 +48,7 @@ func (s *Server) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsReque
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
+		for _, p := range uniquePartitions(t.Partitions) {
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition, rp.LowWatermark = p.Partition, -1
 			leader, known := s.backend.PartitionLeader(t.Topic, p.Partition)
@@ -68,4 +68,20 @@ func (s *Server) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsReque
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// uniquePartitions keeps each partition once, at its first place, with the
+// last offset asked for it (Kafka reads the request into a map).
+func uniquePartitions(ps []kmsg.DeleteRecordsRequestTopicPartition) []kmsg.DeleteRecordsRequestTopicPartition {
+	at := map[int32]int{}
+	var out []kmsg.DeleteRecordsRequestTopicPartition
+	for _, p := range ps {
+		if i, seen := at[p.Partition]; seen {
+			out[i].Offset = p.Offset
+			continue
+		}
+		at[p.Partition] = len(out)
+		out = append(out, p)
+	}
+	return out
 }

@@ -77,6 +77,12 @@ func TestDeleteRecordsMovesLogStart(t *testing.T) {
 	if p := c.do(deleteRecordsReq("dr", map[int32]int64{0: 9})).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Errorf("past the high watermark: error %d, want OFFSET_OUT_OF_RANGE", p.ErrorCode)
 	}
+	// A partition named twice is answered once, for the last offset.
+	twice := deleteRecordsReq("dr", map[int32]int64{1: 0})
+	twice.Topics[0].Partitions = append(twice.Topics[0].Partitions, kmsg.DeleteRecordsRequestTopicPartition{Partition: 1, Offset: 7})
+	if ps := c.do(twice).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions; len(ps) != 1 || ps[0].ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Errorf("partition named twice: %+v, want one answer for offset 7", ps)
+	}
 }
 
 func TestDeleteRecordsDropsWholeSegments(t *testing.T) {

@@ -76,7 +76,7 @@ func quorumTopic(code int16) kmsg.DescribeQuorumResponseTopic {
 	p.ErrorCode = code
 	p.LeaderID = -1
 	if code != 0 {
-		msg := kerr.ErrorForCode(code).Error()
+		msg := kerr.TypedErrorForCode(code).Description
 		p.ErrorMessage = &msg
 	}
 	t.Partitions = []kmsg.DescribeQuorumResponseTopicPartition{p}
