@@ -54,20 +54,21 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Respons
 }
 
 // partitionWatch is one partition a long poll waits on: a wake-up channel
-// closed by its next append, and the bytes it had to offer when last read.
+// closed by its next append, the bytes it had to offer, and the offset
+// from which bytes are new.
 type partitionWatch struct {
 	topic     string
 	partition int32
-	offset    int64
+	next      int64
 	maxBytes  int
 	ch        <-chan struct{}
 	size      int
 }
 
 // awaitMinBytes waits until the partitions have at least minBytes to
-// offer, or the deadline. A wake-up re-reads only the partition that
-// changed and counts its bytes toward minBytes, so a long poll over many
-// partitions costs one partition read per append, not a whole fetch. It
+// offer, or the deadline. A wake-up reads only what was appended to the
+// partition that changed and counts those bytes toward minBytes, so a
+// waiting long poll costs one small read per append, not a whole fetch. It
 // reports whether any partition changed.
 func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, total, minBytes int, deadline time.Time) bool {
 	changed := false
@@ -91,12 +92,16 @@ func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, to
 			return true
 		}
 		w.ch = ch
-		res, err := s.backend.Read(ctx, w.topic, w.partition, w.offset, w.maxBytes)
+		if w.size >= w.maxBytes {
+			continue // this partition already gives all it may
+		}
+		res, err := s.backend.Read(ctx, w.topic, w.partition, w.next, w.maxBytes-w.size)
 		if err != nil {
 			return true // the answer's full read reports it
 		}
-		total += len(res.Records) - w.size
-		w.size = len(res.Records)
+		total += len(res.Records)
+		w.size += len(res.Records)
+		w.next = max(w.next, res.HighWatermark)
 	}
 	return true
 }
@@ -211,8 +216,9 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			continue
 		}
 		if r.watch != nil {
-			*watches = append(*watches, partitionWatch{topic: r.topic, partition: r.rp.Partition, offset: r.rp.FetchOffset,
-				maxBytes: max(min(int(r.rp.PartitionMaxBytes), maxBytes), 1), ch: r.watch, size: len(r.res.Records)})
+			*watches = append(*watches, partitionWatch{topic: r.topic, partition: r.rp.Partition,
+				next: max(r.rp.FetchOffset, r.res.HighWatermark), maxBytes: max(min(int(r.rp.PartitionMaxBytes), maxBytes), 1),
+				ch: r.watch, size: len(r.res.Records)})
 		}
 		data := r.res.Records
 		if total > 0 {

@@ -44,12 +44,18 @@ func groupName(t *testing.T, c *rawConn, suffix string) string {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.Version = 3
 		req.CoordinatorKey = group
-		resp := c.do(req).(*kmsg.FindCoordinatorResponse)
-		if resp.ErrorCode == 0 {
+		code := c.do(req).(*kmsg.FindCoordinatorResponse).ErrorCode
+		if code == 0 { // and the coordinator has loaded the group's partition
+			dg := kmsg.NewPtrDescribeGroupsRequest()
+			dg.Version = 5
+			dg.Groups = []string{group}
+			code = c.do(dg).(*kmsg.DescribeGroupsResponse).Groups[0].ErrorCode
+		}
+		if code == 0 {
 			return group
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("FindCoordinator(%s): code %d", group, resp.ErrorCode)
+			t.Fatalf("coordinator of %s: code %d", group, code)
 		}
 		time.Sleep(100 * time.Millisecond) // a poll bounded by the deadline
 	}
@@ -225,8 +231,8 @@ func TestJoinKnownMemberWithOtherInstanceID(t *testing.T) {
 		dg.Version = 5
 		dg.Groups = []string{group, dyn}
 		resp := c.do(dg).(*kmsg.DescribeGroupsResponse)
-		for i, want := range []string{"inst-1", ""} {
-			g := resp.Groups[i]
+		want := map[string]string{group: "inst-1", dyn: ""}
+		for _, g := range resp.Groups {
 			if len(g.Members) != 1 {
 				t.Fatalf("group %s: %d members", g.Group, len(g.Members))
 			}
@@ -234,8 +240,8 @@ func TestJoinKnownMemberWithOtherInstanceID(t *testing.T) {
 			if g.Members[0].InstanceID != nil {
 				got = *g.Members[0].InstanceID
 			}
-			if got != want {
-				t.Errorf("group %s: member's instance id %q, want %q", g.Group, got, want)
+			if got != want[g.Group] {
+				t.Errorf("group %s: member's instance id %q, want %q", g.Group, got, want[g.Group])
 			}
 		}
 	})
