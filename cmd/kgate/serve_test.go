@@ -81,6 +81,7 @@ func TestServeWithShortRaftTimeouts(t *testing.T) {
 	kafka := freeAddr(t)
 	args := []string{
 		"--data-dir", dir, "--kafka-addr", kafka, "--raft-addr", freeAddr(t),
+		"--gossip-addr", freeAddr(t), "--admin-addr", freeAddr(t),
 		"--raft-heartbeat-timeout", "100ms", "--raft-election-timeout", "100ms",
 		"--log-level", "error",
 	}
@@ -135,7 +136,8 @@ func TestServeStopsOnEntryItCannotApply(t *testing.T) {
 	dir := t.TempDir()
 	kafka := freeAddr(t)
 	args := []string{
-		"--data-dir", dir, "--kafka-addr", kafka, "--raft-addr", freeAddr(t), "--admin-addr", freeAddr(t),
+		"--data-dir", dir, "--kafka-addr", kafka, "--raft-addr", freeAddr(t),
+		"--gossip-addr", freeAddr(t), "--admin-addr", freeAddr(t),
 		"--raft-heartbeat-timeout", "100ms", "--raft-election-timeout", "100ms",
 		"--log-level", "error",
 	}
