@@ -392,11 +392,7 @@ func runLeave(args []string, out, errOut io.Writer) int {
 		if addr == "" {
 			return fmt.Errorf("node %d is not in the cluster (kgate status lists the nodes)", id)
 		}
-		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
-			// It binds every interface: reach it on the host we asked.
-			askedHost, _, _ := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(c.admin, "http://"), "https://"))
-			addr = net.JoinHostPort(askedHost, port)
-		}
+		addr = c.reachable(addr)
 		res, err := c.do(http.MethodPost, addr, "/v1/leave")
 		if err != nil {
 			return fmt.Errorf("node %d at %s: %w", id, addr, err)
@@ -407,6 +403,39 @@ func runLeave(args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(out, "node %d left the cluster; stop its process now\n", id)
 		return nil
 	})
+}
+
+// reachable is a node's advertised admin address, or, when that binds every
+// interface, the same port on the host --admin named.
+func (c *adminCLI) reachable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+		return addr
+	}
+	asked, _, _ := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(c.admin, "http://"), "https://"))
+	return net.JoinHostPort(asked, port)
+}
+
+// leaderAdmin is the admin address of the Raft leader, found through
+// --admin's /v1/cluster.
+func (c *adminCLI) leaderAdmin() (string, error) {
+	body, err := c.get("/v1/cluster")
+	if err != nil {
+		return "", err
+	}
+	var v statusView
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", err
+	}
+	if v.LeaderID == nil {
+		return "", errors.New("the cluster has no leader now; try again")
+	}
+	for _, n := range v.Nodes {
+		if n.ID == *v.LeaderID && n.AdminAddr != "" {
+			return c.reachable(n.AdminAddr), nil
+		}
+	}
+	return "", fmt.Errorf("leader %d has no admin address", *v.LeaderID)
 }
 
 // runHealth: kgate health — exit 0 when the node at --admin is ready
@@ -473,12 +502,17 @@ func runSnapshot(args []string, out, errOut io.Writer) int {
 	return 0
 }
 
-// saveSnapshot downloads GET /v1/snapshot into FILE (through a temporary
-// file, so FILE is complete or absent).
+// saveSnapshot downloads GET /v1/snapshot from the leader into FILE
+// (through a temporary file, so FILE is complete or absent). The leader
+// has applied every committed entry; a follower may trail it.
 func saveSnapshot(c *adminCLI, rest []string) error {
 	file := rest[0]
+	leader, err := c.leaderAdmin()
+	if err != nil {
+		return err
+	}
 	c.http.Timeout = 0 // a large snapshot may take longer than --timeout to copy
-	req, err := http.NewRequest(http.MethodGet, adminURL(c.admin, "/v1/snapshot"), nil)
+	req, err := http.NewRequest(http.MethodGet, adminURL(leader, "/v1/snapshot"), nil)
 	if err != nil {
 		return err
 	}

@@ -239,8 +239,8 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// TestSnapshotSaveRestore: a snapshot saved from a follower of a running
-// cluster and restored into a new node's data directory gives a new
+// TestSnapshotSaveRestore: a snapshot saved through a follower's admin API
+// (the CLI fetches it from the leader) of a running cluster and restored into a new node's data directory gives a new
 // cluster with the same cluster id, every record, and the groups' committed
 // offsets; two more nodes then join it.
 func TestSnapshotSaveRestore(t *testing.T) {
@@ -269,7 +269,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "kgate.snap")
 	out := mustCLI(t, "snapshot", "save", file, "--admin", f.addrs["admin-addr"])
-	if !strings.Contains(out, "saved snapshot of cluster "+va.ClusterID) {
+	if !strings.Contains(out, fmt.Sprintf("saved snapshot of cluster %s from node %d ", va.ClusterID, a.leader())) {
 		t.Errorf("kgate snapshot save: %q", out)
 	}
 	// A second save with nothing new since reuses the latest snapshot.

@@ -110,7 +110,9 @@ func quickstartScript(t *testing.T, cmds []string) string {
 		fmt.Fprintf(&b, "echo %s\n", shellQuote("+ "+c))
 		switch {
 		case strings.Contains(c, " -G "):
-			fmt.Fprintf(&b, "( %s ) >consumer.out 2>consumer.err &\nconsumerpid=$!\n", c)
+			// On lines of their own: the command's trailing comment must
+			// not swallow the closing parenthesis.
+			fmt.Fprintf(&b, "(\n%s\n) >consumer.out 2>consumer.err &\nconsumerpid=$!\n", c)
 			b.WriteString("await '^hello$' consumer.out\n")
 			sawConsumer = true
 		case strings.HasPrefix(c, "kill -9"):
@@ -228,21 +230,35 @@ func TestOperationsDoc(t *testing.T) {
 		}
 	}
 	out := runMakeRunScript(t, root, b.String())
-	for _, want := range []string{
-		`(?m)^cluster [0-9a-f]+  leader [123]$`,                 // kgate status
-		`(?m)^demo +0 +[123] +0 +1 +1 +[0-9]+$`,                 // kgate topics
-		`(?m)^demo-group +Empty +consumer +[0-9]+ +0$`,          // kgate groups (the kcat consumer left)
-		`(?m)^demo +0 +1 +1 +0 +-$`,                             // kgate groups demo-group: committed 1, end 1, lag 0
-		`(?m)^0$`,                                               // jq .total_lag
-		`(?m)^ready$`,                                           // kgate health
-		`(?m)^saved snapshot of cluster [0-9a-f]+ from node 2 `, // snapshot save
-		`(?m)^restored snapshot of cluster [0-9a-f]+ .* as node 1, the only voter at 127.0.0.1:9591;$`,
-		`(?m)^2 +alive +yes +no +127.0.0.1:9692 `, // the joined node in the restored cluster
-		`(?m)^group demo-group  state Empty  generation [0-9]+  protocol - +total lag 0$`,
-		`(?m)^hello$`, // the record, read from the restored cluster
-	} {
-		if !regexp.MustCompile(want).MatchString(out) {
-			t.Errorf("the output does not match %s", want)
+	before, after, ok := strings.Cut(out, "+ kgate snapshot restore")
+	if !ok {
+		t.Fatal("no kgate snapshot restore in the output")
+	}
+	check := func(part, text string, wants ...string) {
+		for _, want := range wants {
+			if !regexp.MustCompile(want).MatchString(text) {
+				t.Errorf("%s: the output does not match %s", part, want)
+			}
 		}
+	}
+	check("the make run cluster", before,
+		`(?m)^hello$`,                                  // the kcat consumer
+		`(?m)^cluster [0-9a-f]+  leader [123]$`,        // kgate status
+		`(?m)^demo +0 +[123] +0 +1 +1 +[0-9]+$`,        // kgate topics
+		`(?m)^demo-group +Empty +consumer +[0-9]+ +0$`, // kgate groups (the kcat consumer left)
+		`(?m)^demo +0 +1 +1 +0 +-$`,                    // kgate groups demo-group: committed 1, end 1, lag 0
+		`(?m)^0$`,                                      // jq .total_lag
+		`(?m)^ready$`,                                  // kgate health
+		`(?m)^saved snapshot of cluster [0-9a-f]+ from node [123] `) // snapshot save (from the leader)
+	check("the restored cluster", after,
+		`(?m)^restored snapshot of cluster [0-9a-f]+ .* as node 1, the only voter at 127.0.0.1:9591;$`,
+		`(?m)^ready$`,
+		`(?m)^cluster [0-9a-f]+  leader 1$`,
+		`(?m)^2 +alive +yes +no +127.0.0.1:9692 `,
+		`(?m)^group demo-group  state Empty  generation [0-9]+  protocol - +total lag 0$`,
+		`(?m)^demo +0 +1 +1 +0 `,
+		`(?m)^hello$`) // the record, read from the restored cluster
+	if id := regexp.MustCompile(`(?m)^cluster ([0-9a-f]+)  leader`).FindAllStringSubmatch(out, -1); len(id) != 2 || id[0][1] != id[1][1] {
+		t.Errorf("the restored cluster's id differs from the original's: %v", id)
 	}
 }
