@@ -79,6 +79,8 @@ func Decode(data []byte) (Command, error) {
 		c = decodeDeleteOffsets(d)
 	case KindExpireOffsets:
 		c = &ExpireOffsets{NowMs: d.i64(), RetentionMs: d.i64()}
+	case KindAlterScramCredentials:
+		c = decodeAlterScramCredentials(d)
 	default:
 		return nil, fmt.Errorf("fsm: unknown command kind %d", data[0])
 	}

@@ -53,6 +53,7 @@ type FSM struct {
 	topics         map[string]*Topic
 	nextProducerID int64
 	groups         map[string]*Group
+	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential (scram.go)
 
 	applied atomic.Uint64 // index of the last applied entry
 }
@@ -80,7 +81,7 @@ func Open(opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{}}
+	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{}, scram: map[string]map[ScramMechanism]ScramCredential{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -155,6 +156,8 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 		return f.applyDeleteOffsets(c)
 	case *ExpireOffsets:
 		return f.applyExpireOffsets(c)
+	case *AlterScramCredentials:
+		return f.applyAlterScramCredentials(c)
 	}
 	return fmt.Errorf("fsm: no apply for %T", cmd)
 }

@@ -53,6 +53,8 @@ func (f *FSM) encodeMeta(e *enc) {
 		}
 	}
 	f.encodeGroupsLocked(e)
+	// Sections added later go last; a checkpoint written before them ends here.
+	f.encodeScramLocked(e)
 }
 
 func (p *Partition) encodeProducers(e *enc) {
@@ -95,6 +97,7 @@ type meta struct {
 	nextProducerID int64
 	topics         []metaTopic
 	groups         map[string]*Group
+	scram          map[string]map[ScramMechanism]ScramCredential
 }
 
 func decodeMeta(d *dec) *meta {
@@ -122,6 +125,9 @@ func decodeMeta(d *dec) *meta {
 		m.topics = append(m.topics, t)
 	}
 	m.groups = decodeGroups(d)
+	if d.err == nil && len(d.b) > 0 {
+		m.scram = decodeScram(d)
+	}
 	return m
 }
 
@@ -301,6 +307,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 	f.clusterID, f.nextProducerID, f.topics, f.groups = m.clusterID, m.nextProducerID, map[string]*Topic{}, m.groups
 	if f.groups == nil {
 		f.groups = map[string]*Group{}
+	}
+	f.scram = m.scram
+	if f.scram == nil {
+		f.scram = map[string]map[ScramMechanism]ScramCredential{}
 	}
 	keep := map[string]bool{}
 	for _, mt := range m.topics {

@@ -17,9 +17,10 @@ import (
 // conn is one client connection: a reader that decodes and starts requests
 // in order, and a writer that sends their answers in the same order.
 type conn struct {
-	s   *Server
-	nc  net.Conn
-	log *slog.Logger
+	s    *Server
+	nc   net.Conn
+	log  *slog.Logger
+	sess session // authentication (auth.go); only the reader touches it
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -86,6 +87,9 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 		case <-ctx.Done():
 			return
 		}
+		if p.reply.closeAfter {
+			return // the writer sends the answer, then the connection closes
+		}
 	}
 }
 
@@ -105,11 +109,15 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		c.log.Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
 		return pending{}, false
 	}
+	if !c.sess.admit(hdr.Key, time.Now()) {
+		c.log.Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
+		return pending{}, false
+	}
 	if err := DecodeBody(req, body); err != nil {
 		c.log.Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String()}
+	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), sess: &c.sess}
 	reply := h.fn(ctx, r)
 	if reply.close {
 		return pending{}, false

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,6 +59,7 @@ type forwarder struct {
 	corr   int32
 	fmtr   *kmsg.RequestFormatter
 	closed bool
+	tls    *tls.Config // set when the listeners speak TLS
 }
 
 func (f *forwarder) close() {
@@ -108,8 +110,7 @@ func (f *forwarder) roundTrip(ctx context.Context, addr string, req kmsg.Request
 		f.drop()
 	}
 	if f.nc == nil {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", addr)
+		nc, err := f.dial(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -123,6 +124,19 @@ func (f *forwarder) roundTrip(ctx context.Context, addr string, req kmsg.Request
 		f.drop()
 	}
 	return resp, err
+}
+
+func (f *forwarder) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if f.tls == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	cfg := f.tls.Clone()
+	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	d := tls.Dialer{Config: cfg}
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 func (f *forwarder) exchange(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {

@@ -41,6 +41,14 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[42] = handler{0, 2, s.handleDeleteGroups}
 		t[47] = handler{0, 0, s.handleOffsetDelete}
 	}
+	if s.cfg.SASL != nil {
+		t[saslHandshakeKey] = handler{1, 1, s.handleSASLHandshake} // v0 (raw tokens) is not offered
+		t[saslAuthenticateKey] = handler{0, 2, s.handleSASLAuthenticate}
+	}
+	if s.cfg.Credentials != nil {
+		t[50] = handler{0, 0, s.handleDescribeUserScramCredentials}
+		t[51] = handler{0, 0, s.handleAlterUserScramCredentials}
+	}
 	return t
 }
 

@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -32,7 +33,17 @@ type Config struct {
 	DefaultPartitions int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
 	Groups *coordinator.Coordinator
-	Logger *slog.Logger
+	// TLS, when set, makes the listener speak TLS only (TLS 1.2+).
+	TLS *tls.Config
+	// ForwardTLS is how this node dials other nodes' listeners to forward
+	// requests to the leader when they speak TLS.
+	ForwardTLS *tls.Config
+	// SASL, when set, requires clients to authenticate (auth.go).
+	SASL *SASL
+	// Credentials stores SCRAM users; with it DescribeUserScramCredentials
+	// and AlterUserScramCredentials are offered.
+	Credentials Credentials
+	Logger      *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -65,6 +76,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.SASL != nil && c.SASL.FailureDelay < 0 {
+		c.SASL.FailureDelay = 0
 	}
 }
 
@@ -107,6 +121,7 @@ func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, conns: map[*conn]struct{}{}}
 	s.handlers = s.handlerTable()
+	s.fwd.tls = cfg.ForwardTLS
 	return s
 }
 
@@ -115,6 +130,9 @@ func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return err
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.ln = ln
 	return nil
@@ -160,7 +178,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			c.serve(ctx)
+			if c.handshake(ctx) {
+				c.serve(ctx)
+			}
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
@@ -181,14 +201,16 @@ type Request struct {
 	Header
 	Body   kmsg.Request
 	Remote string
+	sess   *session // the connection's authentication state
 }
 
 // Reply is a handler's answer: a response now, one later, or none (acks=0).
 type Reply struct {
-	resp  kmsg.Response
-	later chan kmsg.Response
-	none  bool
-	close bool // close the connection instead of answering
+	resp       kmsg.Response
+	later      chan kmsg.Response
+	none       bool
+	close      bool // close the connection instead of answering
+	closeAfter bool // answer, then close the connection (failed authentication)
 }
 
 func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
@@ -204,6 +226,29 @@ func later(fn func() kmsg.Response) Reply {
 type handler struct {
 	min, max int16
 	fn       func(ctx context.Context, r *Request) Reply
+}
+
+// handshake runs the TLS handshake (bounded by ReadTimeout) and sets up
+// the connection's authentication; false means the connection is closed.
+func (c *conn) handshake(ctx context.Context) bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if ok {
+		c.nc.SetDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+		hctx, cancel := context.WithTimeout(ctx, c.s.cfg.ReadTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		c.nc.SetDeadline(time.Time{})
+		if err != nil {
+			// A plaintext client on a TLS listener ends here too.
+			c.log.Info("closing connection: TLS handshake failed", "err", err)
+			c.nc.Close()
+			return false
+		}
+	} else {
+		tc = nil
+	}
+	c.s.startSession(&c.sess, tc)
+	return true
 }
 
 // awaitLeader waits, bounded by LeaderWait, for a Raft leader to be known.

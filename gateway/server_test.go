@@ -104,7 +104,7 @@ func tryStartNode(t *testing.T, mod func(*gateway.Config), dir string) (*testNod
 		t.Fatalf("node did not become leader: %v", err)
 	}
 	backend := embedded.New(node, st, log)
-	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log}
+	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log, Credentials: backend}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -430,7 +430,7 @@ func valueRecords(prefix string, n int) []records.Record {
 
 var advertised = map[int16][2]int16{
 	0: {0, 12}, 1: {4, 16}, 2: {1, 8}, 3: {0, 12}, 18: {0, 4}, 19: {2, 7}, 20: {1, 6},
-	22: {0, 5}, 23: {2, 4}, 32: {1, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1}, 60: {0, 1},
+	22: {0, 5}, 23: {2, 4}, 32: {1, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1}, 50: {0, 0}, 51: {0, 0}, 60: {0, 1},
 }
 
 func checkAdvertised(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {
