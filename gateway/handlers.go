@@ -42,7 +42,9 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[47] = handler{0, 0, s.handleOffsetDelete}
 	}
 	if s.cfg.SASL != nil {
-		t[saslHandshakeKey] = handler{1, 1, s.handleSASLHandshake} // v0 (raw tokens) is not offered
+		// v0 is advertised because librdkafka requires it to see SASL at
+		// all, but refused: its unframed tokens are not supported.
+		t[saslHandshakeKey] = handler{0, 1, s.handleSASLHandshake}
 		t[saslAuthenticateKey] = handler{0, 2, s.handleSASLAuthenticate}
 	}
 	if s.cfg.Credentials != nil {

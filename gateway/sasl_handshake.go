@@ -18,6 +18,12 @@ func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 	resp.SupportedMechanisms = s.cfg.SASL.Mechanisms
 	sess := r.sess
 	switch {
+	case req.Version == 0:
+		// v0 sends the mechanism's tokens unframed after this answer;
+		// every current client uses v1 with SaslAuthenticate.
+		s.log.Info("SASL handshake refused: v0 (unframed tokens) is not supported; use SaslHandshake v1", "remote", r.Remote)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return Reply{resp: resp, closeAfter: true}
 	case sess.mechanism != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return Reply{resp: resp, closeAfter: true}

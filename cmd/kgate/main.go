@@ -26,8 +26,16 @@ import (
 )
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "certs" {
+		if err := runCerts(os.Args[2:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "kgate certs:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
 		fmt.Fprintln(os.Stderr, "usage: kgate serve [flags]   (kgate serve -h lists them)")
+		fmt.Fprintln(os.Stderr, "       kgate certs [flags]   (a CA and certificates for a test cluster)")
 		os.Exit(2)
 	}
 	cfg, err := parseConfig(os.Args[2:], os.LookupEnv)
@@ -82,6 +90,9 @@ func serve(ctx context.Context, cfg *config) error {
 	local := embedded.New(node, state, log)
 	var backend gateway.Backend = local
 	if cfg.Backend == "iggy" {
+		if cfg.IggyToken == "" && cfg.IggyUser == "iggy" && cfg.IggyPassword == "iggy" {
+			log.Warn("connecting to Iggy with the default iggy/iggy credentials; set --iggy-user and --iggy-password-file (or --iggy-token)")
+		}
 		ib, err := startIggy(ctx, cfg, node, local, log)
 		if err != nil {
 			return err
@@ -101,7 +112,7 @@ func serve(ctx context.Context, cfg *config) error {
 		MaxMetadataBytes:      cfg.MaxMemberMetadata,
 		Logger:                log,
 	}, node, state)
-	srv := gateway.New(gateway.Config{
+	gcfg := gateway.Config{
 		Addr:              cfg.KafkaAddr,
 		MaxFrameBytes:     int32(cfg.MaxFrameBytes),
 		MaxMessageBytes:   cfg.MaxMessageBytes,
@@ -110,12 +121,22 @@ func serve(ctx context.Context, cfg *config) error {
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: int32(cfg.DefaultPartitions),
 		Groups:            groups,
+		Credentials:       local,
 		Logger:            log,
-	}, backend, node)
+	}
+	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, log)
+	if err != nil {
+		return err
+	}
+	srv := gateway.New(gcfg, backend, node)
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
-	adm := admin.New(cfg.AdminAddr, node, state, log)
+	adminOpts, err := adminOptions(&cfg.securityConfig)
+	if err != nil {
+		return err
+	}
+	adm := admin.New(cfg.AdminAddr, node, state, log, adminOpts...)
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}
@@ -128,6 +149,13 @@ func serve(ctx context.Context, cfg *config) error {
 	retentionCtx, stopRetention := context.WithCancel(ctx)
 	defer stopRetention()
 	var bg sync.WaitGroup
+	if certReloader != nil {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			watchCertificates(retentionCtx, certReloader, cfg.TLSReloadInterval)
+		}()
+	}
 	bg.Add(3)
 	go func() {
 		defer bg.Done()

@@ -4,12 +4,14 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/kgate/kgate/cluster"
@@ -25,19 +27,61 @@ type Server struct {
 	ln    net.Listener
 }
 
+// Option adjusts the admin server.
+type Option func(*options)
+
+type options struct {
+	token string
+	pprof bool
+}
+
+// WithToken requires "Authorization: Bearer <token>" on every path but
+// /healthz and /readyz (which probes reach); others get 401.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithPprof serves Go profiles under /debug/pprof/ (off by default: a
+// profile exposes memory contents and costs CPU).
+func WithPprof() Option { return func(o *options) { o.pprof = true } }
+
 // New makes the admin server for a node.
-func New(addr string, node *cluster.Node, state *fsm.FSM, log *slog.Logger) *Server {
+func New(addr string, node *cluster.Node, state *fsm.FSM, log *slog.Logger, opts ...Option) *Server {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	s := &Server{node: node, state: state, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /v1/cluster", s.cluster)
-	mux.HandleFunc("GET /v1/groups", s.listGroups)
-	mux.HandleFunc("POST /v1/leave", s.leave)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	private := http.NewServeMux()
+	private.HandleFunc("GET /v1/cluster", s.cluster)
+	private.HandleFunc("GET /v1/groups", s.listGroups)
+	private.HandleFunc("POST /v1/leave", s.leave)
+	if o.pprof {
+		private.HandleFunc("/debug/pprof/", pprof.Index)
+		private.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
+	mux.Handle("/", requireToken(o.token, private))
 	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
+}
+
+// requireToken lets a request through only with the bearer token; an empty
+// token means no check.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kgate"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Listen binds the address.

@@ -32,7 +32,8 @@ type Reloader struct {
 	mu       sync.RWMutex
 	cert     *tls.Certificate
 	clientCA *x509.CertPool
-	stamp    string // sizes and mtimes of the files last loaded
+	chainCAs *x509.CertPool // CA certificates that follow the leaf in the cert file
+	stamp    string         // sizes and mtimes of the files last loaded
 }
 
 // NewReloader loads the files once; an error here is a start-up error.
@@ -61,8 +62,17 @@ func (r *Reloader) Reload() error {
 			return err
 		}
 	}
+	chain, err := x509.SystemCertPool()
+	if err != nil {
+		chain = x509.NewCertPool()
+	}
+	for _, der := range cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			chain.AddCert(c)
+		}
+	}
 	r.mu.Lock()
-	r.cert, r.clientCA, r.stamp = &cert, pool, stamp
+	r.cert, r.clientCA, r.chainCAs, r.stamp = &cert, pool, chain, stamp
 	r.mu.Unlock()
 	return nil
 }
@@ -157,10 +167,14 @@ func (r *Reloader) ServerConfig() *tls.Config {
 
 // ClientConfig is the configuration a node uses to reach another node's
 // listener: it presents its own certificate and trusts the client CA (the
-// cluster's CA) when one is configured, else the system roots.
+// cluster's CA) when one is configured, else the system roots and the CA
+// certificates that follow the leaf in its own certificate file.
 func (r *Reloader) ClientConfig() *tls.Config {
 	r.mu.RLock()
 	pool := r.clientCA
+	if pool == nil {
+		pool = r.chainCAs
+	}
 	r.mu.RUnlock()
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,

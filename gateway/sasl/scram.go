@@ -248,7 +248,9 @@ func (s *ScramServer) final(msg string) ([]byte, bool, error) {
 	if string(cf.ChannelBinding) != s.gs2Header {
 		return nil, false, errors.New("SCRAM: channel binding does not match the GS2 header")
 	}
-	if cf.Nonce != s.nonce {
+	// librdkafka sends its own nonce again before the combined one; Kafka
+	// accepts a nonce that ends with the server's, and so do we.
+	if !strings.HasSuffix(cf.Nonce, s.nonce) {
 		return nil, false, errors.New("SCRAM: nonce does not match")
 	}
 	authMessage := s.clientFirstBare + "," + s.serverFirst + "," + cf.WithoutProof
