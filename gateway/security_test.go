@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -19,6 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/certs"
 )
@@ -445,5 +448,43 @@ func TestMutualTLSAuthenticatesWithoutSASL(t *testing.T) {
 	n := startNode(t, func(c *gateway.Config) { c.TLS, c.SASL = rl.ServerConfig(), s })
 	if err := roundTrip(t, n.addr, "cert-auth", kgo.DialTLSConfig(pki.clientTLS(t, true))); err != nil {
 		t.Fatalf("client certificate as authentication: %v", err)
+	}
+}
+
+// followerCredentials reads the leader's store (as a follower's replicated
+// copy would) but cannot apply changes.
+type followerCredentials struct{ gateway.Credentials }
+
+func (followerCredentials) AlterScramCredentials(context.Context, *fsm.AlterScramCredentials) ([]int16, error) {
+	return nil, cluster.ErrNotLeader
+}
+
+// TestFollowerForwardsScramChangesOverMutualTLS: with SASL on, a follower
+// reaches the leader's listener with its own certificate (mutual TLS
+// authenticates it) and forwards AlterUserScramCredentials there.
+func TestFollowerForwardsScramChangesOverMutualTLS(t *testing.T) {
+	pki := newPKI(t)
+	rl := pki.serverTLS(t, true)
+	sasl := &gateway.SASL{Mechanisms: []string{"PLAIN", "SCRAM-SHA-512"}, PlainUsers: func(u string) (string, bool) { return "pw", u == "admin" }}
+	leader := startNode(t, func(c *gateway.Config) { c.TLS, c.SASL = rl.ServerConfig(), sasl })
+
+	addr := freeLoopbackAddr(t)
+	srv := gateway.New(gateway.Config{Addr: addr, Logger: slog.New(slog.DiscardHandler), TLS: rl.ServerConfig(), ForwardTLS: rl.ClientConfig(),
+		SASL: sasl, Credentials: followerCredentials{leader.backend}}, followerBackend{leader.backend}, followerCluster{leaderAddr: leader.addr})
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	client := pki.clientTLS(t, true)
+	// The client authenticates with SASL on top of its certificate here;
+	// either would do.
+	adm := kadm.NewClient(newClient(t, srv.Addr().String(), kgo.DialTLSConfig(client), kgo.SASL(plain.Auth{User: "admin", Pass: "pw"}.AsMechanism())))
+	addScramUser(t, adm, "carol", "carol-pw")
+	if _, ok := leader.fsm.ScramCredentialFor("carol", 2); !ok {
+		t.Fatal("the leader did not store the forwarded credential")
 	}
 }
