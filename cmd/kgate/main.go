@@ -64,12 +64,23 @@ func serve(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("open data dir %s: %w", cfg.DataDir, err)
 	}
 	defer state.Close()
+	hup := notifyHangup(&cfg.securityConfig)
+	if hup != nil {
+		defer signal.Stop(hup)
+	}
+	var gossipKeys [][]byte
+	if cfg.GossipKeyFile != "" {
+		if gossipKeys, err = loadGossipKeys(cfg.GossipKeyFile); err != nil {
+			return err
+		}
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            int32(cfg.NodeID),
 		DataDir:           cfg.DataDir,
 		RaftAddr:          cfg.RaftAddr,
 		KafkaAddr:         cfg.AdvertiseKafkaAddr,
 		GossipAddr:        cfg.GossipAddr,
+		GossipKeys:        gossipKeys,
 		AdminAddr:         cfg.AdminAddr,
 		Join:              cfg.joinList(),
 		DeadNodeReapAfter: cfg.DeadNodeReapAfter,
@@ -149,13 +160,11 @@ func serve(ctx context.Context, cfg *config) error {
 	retentionCtx, stopRetention := context.WithCancel(ctx)
 	defer stopRetention()
 	var bg sync.WaitGroup
-	if certReloader != nil {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			watchCertificates(retentionCtx, certReloader, cfg.TLSReloadInterval)
-		}()
-	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		reloadOnHangup(retentionCtx, hup, &cfg.securityConfig, certReloader, node, log)
+	}()
 	bg.Add(3)
 	go func() {
 		defer bg.Done()

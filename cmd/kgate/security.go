@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/admin"
 	"github.com/kgate/kgate/gateway/certs"
@@ -34,6 +36,7 @@ type securityConfig struct {
 	AdminPprof         bool
 	IggyPasswordFile   string
 	IggyTokenFile      string
+	GossipKeyFile      string
 }
 
 func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
@@ -49,6 +52,7 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.BoolVar(&c.AdminPprof, "admin-pprof", false, "serve Go profiles on the admin API under /debug/pprof/")
 	fs.StringVar(&c.IggyPasswordFile, "iggy-password-file", "", "file holding the Iggy password (instead of --iggy-password)")
 	fs.StringVar(&c.IggyTokenFile, "iggy-token-file", "", "file holding the Iggy personal access token (instead of --iggy-token)")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys (16, 24 or 32 bytes), one a line: the first encrypts, all decrypt; SIGHUP reloads it (key rotation)")
 }
 
 var knownMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
@@ -62,13 +66,18 @@ func (c *securityConfig) validate() error {
 	}
 	for _, f := range []struct{ name, path string }{
 		{"kafka-tls-cert", c.KafkaTLSCert}, {"kafka-tls-key", c.KafkaTLSKey}, {"kafka-tls-client-ca", c.KafkaTLSClientCA},
-		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile},
+		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile}, {"gossip-key-file", c.GossipKeyFile},
 	} {
 		if f.path == "" {
 			continue
 		}
 		if _, err := os.Stat(f.path); err != nil {
 			return fmt.Errorf("invalid value %q for --%s: %v", f.path, f.name, err)
+		}
+	}
+	if c.GossipKeyFile != "" {
+		if _, err := loadGossipKeys(c.GossipKeyFile); err != nil {
+			return err
 		}
 	}
 	if c.TLSReloadInterval < 100*time.Millisecond {
@@ -166,13 +175,86 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 	return rl, nil
 }
 
-// watchCertificates reloads rl on SIGHUP and when its files change, until
-// ctx ends.
-func watchCertificates(ctx context.Context, rl *certs.Reloader, every time.Duration) {
+// loadGossipKeys reads base64 keys, one a line ('#' comments).
+func loadGossipKeys(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key-file: %w", err)
+	}
+	var keys [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		k, err := base64.StdEncoding.DecodeString(l)
+		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			return nil, fmt.Errorf("--gossip-key-file: %s line %d: want a base64 key of 16, 24 or 32 bytes (openssl rand -base64 32)", path, line)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("--gossip-key-file: no key in %s", path)
+	}
+	return keys, nil
+}
+
+// notifyHangup starts catching SIGHUP when something reloads on it (else
+// SIGHUP keeps its default meaning and this returns nil). It is called
+// before any listener opens, so a SIGHUP sent once the node answers never
+// finds it unprepared.
+func notifyHangup(c *securityConfig) chan os.Signal {
+	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" {
+		return nil
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// reloadOnHangup reloads, on SIGHUP, the certificates (which also follow
+// file changes) and the gossip keys, until ctx ends.
+func reloadOnHangup(ctx context.Context, hup chan os.Signal, c *securityConfig, rl *certs.Reloader, node *cluster.Node, log *slog.Logger) {
+	if hup == nil {
+		return
+	}
 	defer signal.Stop(hup)
-	rl.Watch(ctx, every, hup)
+	certHup := make(chan os.Signal, 1)
+	if rl != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			rl.Watch(ctx, c.TLSReloadInterval, certHup)
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-hup:
+			if rl != nil {
+				select {
+				case certHup <- sig:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if c.GossipKeyFile == "" {
+				continue
+			}
+			keys, err := loadGossipKeys(c.GossipKeyFile)
+			if err == nil {
+				err = node.SetGossipKeys(keys)
+			}
+			if err != nil {
+				log.Error("gossip key reload failed; keeping the previous keys", "err", err)
+			} else {
+				log.Info("gossip keys reloaded", "keys", len(keys))
+			}
+		}
+	}
 }
 
 // adminOptions reads the admin token file.

@@ -30,6 +30,8 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"missing token file", []string{"--admin-token-file", "/no/such/token"}, "--admin-token-file"},
 		{"empty iggy password file", []string{"--iggy-password-file", empty}, "--iggy-password-file"},
 		{"reload interval", []string{"--tls-reload-interval", "1ms"}, "--tls-reload-interval"},
+		{"gossip key not base64", []string{"--gossip-key-file", file}, "--gossip-key-file"},
+		{"gossip key file empty", []string{"--gossip-key-file", empty}, "--gossip-key-file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,5 +131,18 @@ func TestAdminTokenAndPprof(t *testing.T) {
 		if got := get(c.path, c.token); got != c.want {
 			t.Errorf("GET %s token %q: %d, want %d", c.path, c.token, got, c.want)
 		}
+	}
+}
+
+func TestGossipKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	os.WriteFile(path, []byte("# new key first\nAAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\nAAECAwQFBgcICQoLDA0ODw==\n"), 0o600)
+	keys, err := loadGossipKeys(path)
+	if err != nil || len(keys) != 2 || len(keys[0]) != 32 || len(keys[1]) != 16 {
+		t.Fatalf("keys %v err %v", keys, err)
+	}
+	os.WriteFile(path, []byte("AAEC\n"), 0o600) // 3 bytes
+	if _, err := loadGossipKeys(path); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("short key: %v", err)
 	}
 }
