@@ -389,9 +389,9 @@ for s in "${SECTIONS[@]}"; do
 	produce)
 		for t in "${TARGETS[@]}"; do
 			case "$t" in
-			kgate) need_kgate=1 ;;
+			kgate | kgate-sasl-ssl) need_kgate=1 ;;
 			kafka) ;;
-			*) die "unknown target $t (want kgate or kafka)" ;;
+			*) die "unknown target $t (want kgate, kgate-sasl-ssl or kafka)" ;;
 			esac
 		done
 		;;
