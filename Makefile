@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test -run=NONE -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./fsm/
 	$(GO) test -run=NONE -fuzz=FuzzDecodeReply -fuzztime=$(FUZZTIME) ./gateway/iggy/
 	$(GO) test -run=NONE -fuzz=FuzzDecodeMessage -fuzztime=$(FUZZTIME) ./gateway/iggybackend/
+	$(GO) test -run=NONE -fuzz=FuzzSASL -fuzztime=$(FUZZTIME) ./gateway/sasl/
 
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=5m

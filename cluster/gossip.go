@@ -53,6 +53,9 @@ type gossip struct {
 	log     *slog.Logger
 	poke    chan struct{} // wakes membershipLoop
 	changed chan struct{} // wakes the leader's voter reconcile
+	// keyring is memberlist's (it is safe for concurrent use); nil when
+	// gossip is not encrypted.
+	keyring *memberlist.Keyring
 
 	// refreshMu serialises metadata broadcasts: a newer one invalidates a
 	// queued older one, which then may never be sent (see Node.Leave).
@@ -99,6 +102,15 @@ func startGossip(n *Node) (*gossip, error) {
 	if n.cfg.GossipProbeInterval > 0 {
 		mc.ProbeInterval = n.cfg.GossipProbeInterval
 		mc.ProbeTimeout = min(mc.ProbeTimeout, n.cfg.GossipProbeInterval/2)
+	}
+	if keys := n.cfg.GossipKeys; len(keys) > 0 {
+		kr, err := memberlist.NewKeyring(keys, keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("gossip keys: %w", err)
+		}
+		// Refuse clear messages too: a node without the key gets nothing in.
+		mc.Keyring, mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = kr, true, true
+		g.keyring = kr
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -327,4 +339,37 @@ func memberlistMessage(line, tag string) string {
 		line = strings.TrimSpace(line[i+len(tag):])
 	}
 	return strings.TrimPrefix(line, "memberlist: ")
+}
+
+// SetGossipKeys replaces the gossip keyring without a restart (key
+// rotation): keys[0] becomes the key that encrypts, every key decrypts, and
+// keys no longer listed are removed. Only for a node started with keys.
+func (n *Node) SetGossipKeys(keys [][]byte) error {
+	if n.gossip == nil || len(keys) == 0 {
+		return fmt.Errorf("gossip keys: none given, or gossip is off")
+	}
+	kr := n.gossip.keyring
+	if kr == nil {
+		return fmt.Errorf("gossip keys: this node was started without encryption")
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(k); err != nil {
+			return fmt.Errorf("gossip keys: %w", err)
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("gossip keys: %w", err)
+	}
+	for _, old := range kr.GetKeys() {
+		keep := false
+		for _, k := range keys {
+			keep = keep || string(k) == string(old)
+		}
+		if !keep {
+			if err := kr.RemoveKey(old); err != nil {
+				return fmt.Errorf("gossip keys: %w", err)
+			}
+		}
+	}
+	return nil
 }

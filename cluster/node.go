@@ -43,15 +43,19 @@ type Config struct {
 	DeadNodeReapAfter   time.Duration
 	RejoinInterval      time.Duration // how often the seed list is joined again
 	GossipProbeInterval time.Duration
-	transport           transportFunc // nil: TCP
-	maxLevel            *fsm.Level    // nil: fsm.LatestLevel; tests pose as an older binary
-	Fsync               bool          // fsync the Raft log on every commit (power-loss safety)
-	HeartbeatTimeout    time.Duration
-	ElectionTimeout     time.Duration
-	LeaderLease         time.Duration
-	SnapshotEvery       uint64 // entries between snapshots
-	TrailingLogs        uint64
-	Logger              *slog.Logger
+	// GossipKeys encrypt and authenticate gossip (AES-GCM, memberlist's
+	// keyring; 16, 24 or 32 bytes each): the first encrypts, every one
+	// decrypts. A node without a key of the ring cannot join. Nil: clear.
+	GossipKeys       [][]byte
+	transport        transportFunc // nil: TCP
+	maxLevel         *fsm.Level    // nil: fsm.LatestLevel; tests pose as an older binary
+	Fsync            bool          // fsync the Raft log on every commit (power-loss safety)
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	LeaderLease      time.Duration
+	SnapshotEvery    uint64 // entries between snapshots
+	TrailingLogs     uint64
+	Logger           *slog.Logger
 	// OnHalt runs once if the FSM meets an entry it cannot apply (after the
 	// node stopped serving); kgate serve exits non-zero. Tests observe it.
 	OnHalt func(error)

@@ -90,6 +90,8 @@ var commands = map[Kind]commandSpec{
 		(*FSM).applySetFeatureLevel),
 	KindAlterClientQuotas: row("AlterClientQuotas", []Level{LevelClientQuotas}, v1(decodeAlterClientQuotas),
 		(*FSM).applyAlterClientQuotas),
+	KindAlterScramCredentials: row("AlterScramCredentials", []Level{LevelScram}, v1(decodeAlterScramCredentials),
+		(*FSM).applyAlterScramCredentials),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

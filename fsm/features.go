@@ -25,10 +25,13 @@ const (
 	// LevelClientQuotas: AlterClientQuotas (kind 19) and the quotas section
 	// of snapshots.
 	LevelClientQuotas Level = 2
+	// LevelScram: AlterScramCredentials (kind 32) and the SCRAM section of
+	// snapshots.
+	LevelScram Level = 3
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelClientQuotas
+	LatestLevel = LevelScram
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

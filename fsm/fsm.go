@@ -53,7 +53,8 @@ type FSM struct {
 	topics         map[string]*Topic
 	nextProducerID int64
 	groups         map[string]*Group
-	quotas         map[string]*clientQuota // by QuotaEntity.Key
+	quotas         map[string]*clientQuota                       // by QuotaEntity.Key
+	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential (scram.go)
 
 	applied atomic.Uint64 // index of the last applied entry
 	level   atomic.Uint32 // the cluster's feature Level
@@ -86,7 +87,7 @@ func Open(opts Options) (*FSM, error) {
 		opts.Logger = slog.Default()
 	}
 	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{},
-		quotas: map[string]*clientQuota{}}
+		quotas: map[string]*clientQuota{}, scram: map[string]map[ScramMechanism]ScramCredential{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelClientQuotas {
 			f.encodeQuotasLocked(e)
 		}
+		if l >= LevelScram {
+			f.encodeScramLocked(e)
+		}
 	}
 }
 
@@ -106,6 +109,7 @@ type meta struct {
 	groups         map[string]*Group
 	level          Level
 	quotas         map[string]*clientQuota
+	scram          map[string]map[ScramMechanism]ScramCredential
 }
 
 func decodeMeta(d *dec) *meta {
@@ -137,6 +141,9 @@ func decodeMeta(d *dec) *meta {
 		m.level = Level(d.i16())
 		if m.level >= LevelClientQuotas {
 			m.quotas = decodeQuotas(d)
+		}
+		if m.level >= LevelScram {
+			m.scram = decodeScram(d)
 		}
 	}
 	return m
@@ -331,6 +338,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 	}
 	if f.groups == nil {
 		f.groups = map[string]*Group{}
+	}
+	f.scram = m.scram
+	if f.scram == nil {
+		f.scram = map[string]map[ScramMechanism]ScramCredential{}
 	}
 	keep := map[string]bool{}
 	for _, mt := range m.topics {

@@ -23,6 +23,7 @@ type conn struct {
 	log   *slog.Logger
 	peer  bool // another node's connection for forwarded requests
 	order inOrder
+	sess  session // authentication (auth.go); only the reader touches it
 	// mutedUntil (unix nanoseconds) holds the next request back while a
 	// quota throttle runs (KIP-219).
 	mutedUntil atomic.Int64
@@ -98,6 +99,9 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 		case <-ctx.Done():
 			return
 		}
+		if p.reply.closeAfter {
+			return // the writer sends the answer, then the connection closes
+		}
 	}
 }
 
@@ -117,11 +121,15 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		c.log.Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
 		return pending{}, false
 	}
+	if !c.sess.admit(hdr.Key, time.Now()) {
+		c.log.Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
+		return pending{}, false
+	}
 	if err := DecodeBody(req, body); err != nil {
 		c.log.Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer}
+	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer, sess: &c.sess}
 	if !c.order.admit(ctx, hdr.Key) {
 		return pending{}, false
 	}

@@ -53,6 +53,16 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[42] = handler{0, 2, s.handleDeleteGroups}
 		t[47] = handler{0, 0, s.handleOffsetDelete}
 	}
+	if s.cfg.SASL != nil {
+		// v0 is advertised because librdkafka requires it to see SASL at
+		// all, but refused: its unframed tokens are not supported.
+		t[saslHandshakeKey] = handler{0, 1, s.handleSASLHandshake}
+		t[saslAuthenticateKey] = handler{0, 2, s.handleSASLAuthenticate}
+	}
+	if s.cfg.Credentials != nil {
+		t[50] = handler{0, 0, s.handleDescribeUserScramCredentials}
+		t[51] = handler{0, 0, s.handleAlterUserScramCredentials}
+	}
 	return t
 }
 

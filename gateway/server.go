@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -38,6 +39,13 @@ type Config struct {
 	// QuotaWindow is one sample of the quota rate (Kafka's
 	// quota.window.size.seconds, 1 s); rates are measured over 11 of them.
 	QuotaWindow time.Duration
+	// TLS, when set, makes the listener speak TLS only (TLS 1.2+).
+	TLS *tls.Config
+	// SASL, when set, requires clients to authenticate (auth.go).
+	SASL *SASL
+	// Credentials stores SCRAM users; with it DescribeUserScramCredentials
+	// and AlterUserScramCredentials are offered.
+	Credentials Credentials
 	Logger      *slog.Logger
 }
 
@@ -74,6 +82,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.SASL != nil && c.SASL.FailureDelay < 0 {
+		c.SASL.FailureDelay = 0
 	}
 }
 
@@ -139,6 +150,9 @@ func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return err
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.ln = ln
 	return nil
@@ -213,7 +227,9 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, peer bool) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			c.serve(ctx)
+			if c.handshake(ctx) {
+				c.serve(ctx)
+			}
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
@@ -229,14 +245,16 @@ type Request struct {
 	// Forwarded: another node passed this request on (it arrived over the
 	// cluster's own link); it is answered here, never forwarded again.
 	Forwarded bool
+	sess      *session // the connection's authentication state
 }
 
 // Reply is a handler's answer: a response now, one later, or none (acks=0).
 type Reply struct {
-	resp  kmsg.Response
-	later chan kmsg.Response
-	none  bool
-	close bool // close the connection instead of answering
+	resp       kmsg.Response
+	later      chan kmsg.Response
+	none       bool
+	close      bool // close the connection instead of answering
+	closeAfter bool // answer, then close the connection (failed authentication)
 	// done is closed once the request has taken effect (nil: it has when
 	// the handler returns); see order.go.
 	done chan struct{}
@@ -260,6 +278,35 @@ func later(fn func() kmsg.Response) Reply {
 type handler struct {
 	min, max int16
 	fn       func(ctx context.Context, r *Request) Reply
+}
+
+// handshake runs the TLS handshake (bounded by ReadTimeout) and sets up
+// the connection's authentication; false means the connection is closed.
+func (c *conn) handshake(ctx context.Context) bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if ok {
+		c.nc.SetDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+		hctx, cancel := context.WithTimeout(ctx, c.s.cfg.ReadTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		c.nc.SetDeadline(time.Time{})
+		if err != nil {
+			// A plaintext client on a TLS listener ends here too.
+			c.log.Info("closing connection: TLS handshake failed", "err", err)
+			c.nc.Close()
+			return false
+		}
+	} else {
+		tc = nil
+	}
+	if c.peer {
+		// Another node's link: it carries requests its clients already
+		// authenticated for there.
+		c.sess.authed = true
+		return true
+	}
+	c.s.startSession(&c.sess, tc)
+	return true
 }
 
 // awaitLeader waits, bounded by LeaderWait, for a Raft leader to be known.

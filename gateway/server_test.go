@@ -126,7 +126,7 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		time.Sleep(10 * time.Millisecond)
 	}
 	backend := embedded.New(node, st, log)
-	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log}
+	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log, Credentials: backend}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -458,7 +458,7 @@ func valueRecords(prefix string, n int) []records.Record {
 var advertised = map[int16][2]int16{
 	0: {0, 12}, 1: {4, 16}, 2: {1, 8}, 3: {0, 12}, 18: {0, 4}, 19: {2, 7}, 20: {1, 6}, 21: {0, 2},
 	22: {0, 5}, 23: {2, 4}, 32: {1, 4}, 33: {0, 2}, 35: {1, 4}, 37: {0, 3}, 43: {0, 2}, 44: {0, 1},
-	45: {0, 1}, 46: {0, 0}, 48: {0, 1}, 49: {0, 1}, 55: {0, 2}, 60: {0, 1}, 61: {0, 0}, 75: {0, 0},
+	45: {0, 1}, 46: {0, 0}, 48: {0, 1}, 49: {0, 1}, 50: {0, 0}, 51: {0, 0}, 55: {0, 2}, 60: {0, 1}, 61: {0, 0}, 75: {0, 0},
 }
 
 func checkAdvertised(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {

@@ -12,7 +12,9 @@
 #            with scripts/kafka-broker.sh, runs the same benchmark (label
 #            "kafka") and stops it. The flags are passed to kgate-bench
 #            (default: -partitions 1,8 -records 200000); see
-#            `go run ./cmd/kgate-bench -h`.
+#            `go run ./cmd/kgate-bench -h`. Target "kgate-sasl-ssl" runs the
+#            same against a kgate node with TLS and SASL (SCRAM-SHA-512
+#            clients, certificates from `kgate certs`), beside plaintext.
 #   groups   Consumer groups on a fresh single kgate node: kgate-bench
 #            joinstorm (500 members join one group at once) and kgate-bench
 #            groups (10,000 members in 1,000 groups heartbeating every 3s for
@@ -28,7 +30,7 @@
 #
 # Environment:
 #   BENCH_SECTIONS        sections to run, in order (default "produce groups cluster")
-#   BENCH_TARGETS         targets of the produce section, in order (default "kgate kafka")
+#   BENCH_TARGETS         targets of the produce section, in order (default "kgate kgate-sasl-ssl kafka")
 #   BENCH_KILLS           leader kills of the failover benchmark (default 20)
 #   BENCH_CLUSTER_RECORDS records of the three-node produce run (default 200000)
 #   BENCH_JOINSTORM_ARGS, BENCH_GROUPS_ARGS, BENCH_FAILOVER_ARGS
@@ -56,7 +58,7 @@ readonly KGATE_ADMIN_PORT=29095
 readonly KGATE_START_TIMEOUT="${KGATE_START_TIMEOUT:-60}"
 readonly STOP_TIMEOUT=30
 read -r -a SECTIONS <<<"${BENCH_SECTIONS:-produce groups cluster}"
-read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kafka}"
+read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kgate-sasl-ssl kafka}"
 read -r -a JOINSTORM_ARGS <<<"${BENCH_JOINSTORM_ARGS:-}"
 read -r -a GROUPS_ARGS <<<"${BENCH_GROUPS_ARGS:-}"
 read -r -a FAILOVER_ARGS <<<"${BENCH_FAILOVER_ARGS:-}"
@@ -166,8 +168,8 @@ bench() {
 	fi
 }
 
-# start_kgate: starts a single kgate node on an empty data directory and
-# waits until it is ready; sets KGATE_PID.
+# start_kgate [FLAGS...]: starts a single kgate node on an empty data
+# directory with the extra flags and waits until it is ready; sets KGATE_PID.
 start_kgate() {
 	local deadline p
 	for p in "$KGATE_KAFKA_PORT" 29093 29094 "$KGATE_ADMIN_PORT"; do
@@ -180,7 +182,7 @@ start_kgate() {
 		--kafka-addr "$HOST:$KGATE_KAFKA_PORT" \
 		--raft-addr "$HOST:29093" \
 		--gossip-addr "$HOST:29094" \
-		--admin-addr "$HOST:$KGATE_ADMIN_PORT" \
+		--admin-addr "$HOST:$KGATE_ADMIN_PORT" "$@" \
 		>>"$WORK/kgate.log" 2>&1 </dev/null &
 	KGATE_PID=$!
 	deadline=$((SECONDS + KGATE_START_TIMEOUT))
@@ -210,6 +212,28 @@ run_kgate() {
 	log "benchmarking kgate at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
 	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate "${BENCH_ARGS[@]}" >"$WORK/kgate.out"; then
 		log "kgate: benchmark failed"
+		FAILED=1
+	fi
+	stop_kgate
+}
+
+# run_kgate-sasl-ssl: the produce benchmark through TLS and SASL, the
+# clients authenticating with SCRAM-SHA-512 (created by a PLAIN admin).
+run_kgate-sasl-ssl() {
+	local certs="$WORK/certs"
+	RESULTS+=("kgate-sasl-ssl|kgate SASL_SSL (SCRAM-SHA-512)")
+	bin/kgate certs -dir "$certs" -names node-1 >/dev/null
+	printf 'admin:bench-admin\n' >"$WORK/plain-users"
+	if ! start_kgate --kafka-tls-cert "$certs/node-1.pem" --kafka-tls-key "$certs/node-1-key.pem" \
+		--sasl-enabled-mechanisms PLAIN,SCRAM-SHA-512 --sasl-plain-users-file "$WORK/plain-users"; then
+		FAILED=1
+		return
+	fi
+	log "benchmarking kgate over SASL_SSL at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
+	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-sasl-ssl \
+		-tls-ca "$certs/ca.pem" -sasl-mechanism SCRAM-SHA-512 -sasl-user bench -sasl-password bench-pw \
+		-sasl-create-user-as admin:bench-admin "${BENCH_ARGS[@]}" >"$WORK/kgate-sasl-ssl.out"; then
+		log "kgate-sasl-ssl: benchmark failed"
 		FAILED=1
 	fi
 	stop_kgate
@@ -365,9 +389,9 @@ for s in "${SECTIONS[@]}"; do
 	produce)
 		for t in "${TARGETS[@]}"; do
 			case "$t" in
-			kgate) need_kgate=1 ;;
+			kgate | kgate-sasl-ssl) need_kgate=1 ;;
 			kafka) ;;
-			*) die "unknown target $t (want kgate or kafka)" ;;
+			*) die "unknown target $t (want kgate, kgate-sasl-ssl or kafka)" ;;
 			esac
 		done
 		;;

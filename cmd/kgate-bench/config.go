@@ -41,6 +41,9 @@ type config struct {
 
 	json    bool
 	verbose bool
+
+	security     securityFlags // security.go
+	securityOpts []kgo.Opt
 }
 
 const usageText = `kgate-bench measures produce and consume throughput and produce latency
@@ -91,6 +94,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	fs.BoolVar(&cfg.keepTopics, "keep-topics", false, "do not delete the topics after each run")
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON instead of a table")
 	fs.BoolVar(&cfg.verbose, "v", false, "verbose logging, including the Kafka client's")
+	cfg.security.register(fs)
 
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -131,6 +135,9 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		return config{}, err
 	}
 	cfg.lingerSet = set["linger"]
+	if cfg.securityOpts, err = cfg.security.opts(); err != nil {
+		return config{}, err
+	}
 
 	switch {
 	case cfg.recordBytes < 0:

@@ -50,6 +50,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if err := cfg.security.createScramUser(ctx, cfg.brokers); err != nil {
+		log.Error("create SCRAM user", "err", err)
+		return 1
+	}
 	admCl, err := kgo.NewClient(clientOpts(cfg, log)...)
 	if err != nil {
 		log.Error("admin client", "err", err)

@@ -199,11 +199,11 @@ func producerOpts(cfg config, log *slog.Logger) ([]kgo.Opt, error) {
 
 // clientOpts are the options shared by producers and consumers.
 func clientOpts(cfg config, log *slog.Logger) []kgo.Opt {
-	return []kgo.Opt{
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.brokers...),
 		kgo.ClientID("kgate-bench"),
 		// Recover from a stale leader in well under kgo's default 5s.
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.WithLogger(kgoLogger{log: log.With("component", "kgo"), verbose: cfg.verbose}),
-	}
+	}, cfg.securityOpts...)
 }

@@ -70,6 +70,8 @@ type config struct {
 	IggyTopicMap      string
 	IggyPollInterval  time.Duration
 	IggyTimeout       time.Duration
+
+	securityConfig // security.go
 }
 
 func newFlagSet(c *config) *flag.FlagSet {
@@ -126,6 +128,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.IggyTopicMap, "iggy-topic-map", "", "JSON file of per-topic overrides (stream, Iggy topic name, compression, expiry, size)")
 	fs.DurationVar(&c.IggyPollInterval, "iggy-poll-interval", 100*time.Millisecond, "how often partitions a fetch waits on are checked for writes made by other nodes or Iggy clients")
 	fs.DurationVar(&c.IggyTimeout, "iggy-timeout", 5*time.Second, "deadline of each Iggy request")
+	addSecurityFlags(fs, &c.securityConfig)
 	return fs
 }
 
@@ -292,6 +295,20 @@ func (c *config) validate() error {
 	if c.BootstrapExpect < 1 {
 		return fmt.Errorf("invalid value %d for --bootstrap-expect: must be at least 1", c.BootstrapExpect)
 	}
+	if c.IggyPasswordFile != "" {
+		pw, err := readSecret("iggy-password-file", c.IggyPasswordFile)
+		if err != nil {
+			return err
+		}
+		c.IggyPassword = pw
+	}
+	if c.IggyTokenFile != "" {
+		tok, err := readSecret("iggy-token-file", c.IggyTokenFile)
+		if err != nil {
+			return err
+		}
+		c.IggyToken = tok
+	}
 	switch c.Backend {
 	case "embedded":
 	case "iggy":
@@ -376,7 +393,7 @@ func (c *config) validate() error {
 	default:
 		return fmt.Errorf("invalid value %q for --log-format: must be text or json", c.LogFormat)
 	}
-	return nil
+	return c.securityConfig.validate()
 }
 
 // joinList splits --join.

@@ -40,6 +40,7 @@ const usage = `usage: kgate <command> [flags]
   leave NODE         make a node leave the cluster gracefully
   snapshot save FILE     copy a Raft snapshot out of a running node
   snapshot restore FILE  seed a new node's empty data directory from one
+  certs              a CA and certificates for a test cluster   (kgate certs -h)
 `
 
 func main() {
@@ -54,6 +55,12 @@ func main() {
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		os.Exit(0)
+	case "certs":
+		if err := runCerts(os.Args[2:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "kgate certs:", err)
+			os.Exit(2)
+		}
+		return
 	default:
 		if run, ok := commands[os.Args[1]]; ok {
 			os.Exit(run(os.Args[2:], os.Stdout, os.Stderr))
@@ -86,6 +93,16 @@ func serve(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("open data dir %s: %w", cfg.DataDir, err)
 	}
 	defer state.Close()
+	hup := notifyHangup(&cfg.securityConfig)
+	if hup != nil {
+		defer signal.Stop(hup)
+	}
+	var gossipKeys [][]byte
+	if cfg.GossipKeyFile != "" {
+		if gossipKeys, err = loadGossipKeys(cfg.GossipKeyFile); err != nil {
+			return err
+		}
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            int32(cfg.NodeID),
 		DataDir:           cfg.DataDir,
@@ -94,6 +111,7 @@ func serve(ctx context.Context, cfg *config) error {
 		KafkaAddr:         cfg.AdvertiseKafkaAddr,
 		GossipAddr:        cfg.AdvertiseGossipAddr,
 		GossipBindAddr:    cfg.GossipAddr,
+		GossipKeys:        gossipKeys,
 		AdminAddr:         cfg.AdminAddr,
 		Join:              cfg.joinList(),
 		DeadNodeReapAfter: cfg.DeadNodeReapAfter,
@@ -122,6 +140,9 @@ func serve(ctx context.Context, cfg *config) error {
 		reg.MustRegister(local)
 	}
 	if cfg.Backend == "iggy" {
+		if cfg.IggyToken == "" && cfg.IggyUser == "iggy" && cfg.IggyPassword == "iggy" {
+			log.Warn("connecting to Iggy with the default iggy/iggy credentials; set --iggy-user and --iggy-password-file (or --iggy-token)")
+		}
 		ib, client, err := startIggy(ctx, cfg, node, local, reg, log)
 		if err != nil {
 			return err
@@ -142,7 +163,7 @@ func serve(ctx context.Context, cfg *config) error {
 		MaxMetadataBytes:      cfg.MaxMemberMetadata,
 		Logger:                log,
 	}, node, state)
-	srv := gateway.New(gateway.Config{
+	gcfg := gateway.Config{
 		Addr:              cfg.KafkaAddr,
 		MaxFrameBytes:     int32(cfg.MaxFrameBytes),
 		MaxMessageBytes:   cfg.MaxMessageBytes,
@@ -152,13 +173,24 @@ func serve(ctx context.Context, cfg *config) error {
 		DefaultPartitions: int32(cfg.DefaultPartitions),
 		Groups:            groups,
 		Quotas:            local, // replicated in the FSM with either backend
+		Credentials:       local,
 		Logger:            log,
-	}, backend, node)
+	}
+	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, log)
+	if err != nil {
+		return err
+	}
+	srv := gateway.New(gcfg, backend, node)
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
 	reg.MustRegister(node, groups, srv)
-	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Metrics: reg, Logger: log, Ready: ready})
+	adminOpts, err := adminOptions(&cfg.securityConfig)
+	if err != nil {
+		return err
+	}
+	adm := admin.New(admin.Config{Addr: cfg.AdminAddr, Node: node, State: state, Backend: backend, Metrics: reg, Logger: log, Ready: ready},
+		adminOpts...)
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}
@@ -183,7 +215,11 @@ func serve(ctx context.Context, cfg *config) error {
 	adminCtx, stopAdmin := context.WithCancel(ctx)
 	defer stopAdmin()
 	var bg sync.WaitGroup
-	bg.Add(1)
+	bg.Add(2)
+	go func() {
+		defer bg.Done()
+		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, certReloader, node, log)
+	}()
 	go func() {
 		defer bg.Done()
 		if err := adm.Serve(adminCtx); err != nil {

@@ -5,6 +5,7 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,8 +69,28 @@ type Server struct {
 	ln      net.Listener
 }
 
+// Option adjusts the admin server.
+type Option func(*options)
+
+type options struct {
+	token string
+	pprof bool
+}
+
+// WithToken requires "Authorization: Bearer <token>" on every path but
+// /healthz and /readyz (which probes reach); others get 401.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithPprof serves Go profiles under /debug/pprof/ (off by default: a
+// profile exposes memory contents and costs CPU).
+func WithPprof() Option { return func(o *options) { o.pprof = true } }
+
 // New makes the admin server for a node.
-func New(cfg Config) *Server {
+func New(cfg Config, opts ...Option) *Server {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -77,27 +99,51 @@ func New(cfg Config) *Server {
 		cfg.Metrics = prometheus.NewRegistry()
 	}
 	cfg.Metrics.MustRegister(stateCollector{state: cfg.State, backend: cfg.Backend})
+	// Probes reach /healthz and /readyz without the token; everything else
+	// (the status page and /metrics included) needs it when one is set.
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metricsHandler(cfg.Metrics, s.log.Warn))
-	mux.HandleFunc("GET /{$}", statusPage)
-	mux.Handle("GET /ui/", http.FileServerFS(uiFiles))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /v1/version", s.version)
-	mux.HandleFunc("GET /v1/cluster", s.cluster)
-	mux.HandleFunc("GET /v1/topics", s.topics)
-	mux.HandleFunc("GET /v1/groups", s.listGroups)
-	mux.HandleFunc("GET /v1/groups/{id}", s.group)
-	mux.HandleFunc("POST /v1/leave", s.leave)
-	mux.HandleFunc("GET /v1/snapshot", s.snapshot)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	private := http.NewServeMux()
+	private.Handle("GET /metrics", metricsHandler(cfg.Metrics, s.log.Warn))
+	private.HandleFunc("GET /{$}", statusPage)
+	private.Handle("GET /ui/", http.FileServerFS(uiFiles))
+	private.HandleFunc("GET /v1/version", s.version)
+	private.HandleFunc("GET /v1/cluster", s.cluster)
+	private.HandleFunc("GET /v1/topics", s.topics)
+	private.HandleFunc("GET /v1/groups", s.listGroups)
+	private.HandleFunc("GET /v1/groups/{id}", s.group)
+	private.HandleFunc("POST /v1/leave", s.leave)
+	private.HandleFunc("GET /v1/snapshot", s.snapshot)
+	if o.pprof {
+		private.HandleFunc("/debug/pprof/", pprof.Index)
+		private.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
+	mux.Handle("/", requireToken(o.token, private))
 	s.srv = &http.Server{Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
 
 // Addr is the bound address (after Listen).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// requireToken lets a request through only with the bearer token; an empty
+// token means no check.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kgate"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // Listen binds the address.
 func (s *Server) Listen() error {

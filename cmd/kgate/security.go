@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/admin"
+	"github.com/kgate/kgate/gateway/certs"
+)
+
+// securityConfig is the flags of listener TLS, SASL, the admin token and
+// secrets read from files (docs/security.md).
+type securityConfig struct {
+	KafkaTLSCert       string
+	KafkaTLSKey        string
+	KafkaTLSClientCA   string
+	TLSReloadInterval  time.Duration
+	SASLMechanisms     string
+	SASLPlainUsersFile string
+	FailedAuthDelay    time.Duration
+	MaxReauth          time.Duration
+	AdminTokenFile     string
+	AdminPprof         bool
+	IggyPasswordFile   string
+	IggyTokenFile      string
+	GossipKeyFile      string
+}
+
+func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
+	fs.StringVar(&c.KafkaTLSCert, "kafka-tls-cert", "", "PEM certificate chain of the Kafka listener; with --kafka-tls-key the listener speaks TLS 1.2+ only")
+	fs.StringVar(&c.KafkaTLSKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
+	fs.StringVar(&c.KafkaTLSClientCA, "kafka-tls-client-ca", "", "PEM CA certificates; clients must present a certificate they sign (mutual TLS)")
+	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", 10*time.Second, "how often certificate files are checked for changes (SIGHUP reloads at once)")
+	fs.StringVar(&c.SASLMechanisms, "sasl-enabled-mechanisms", "", "comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; when set every client must authenticate (Kafka's sasl.enabled.mechanisms)")
+	fs.StringVar(&c.SASLPlainUsersFile, "sasl-plain-users-file", "", "file of PLAIN users, one user:password a line")
+	fs.DurationVar(&c.FailedAuthDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "delay before answering a failed authentication and closing (Kafka's connection.failed.authentication.delay.ms)")
+	fs.DurationVar(&c.MaxReauth, "connections-max-reauth", 0, "SASL session lifetime; clients re-authenticate before it ends or are disconnected, 0 = unlimited (Kafka's connections.max.reauth.ms)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token the admin API requires (all but /healthz and /readyz)")
+	fs.BoolVar(&c.AdminPprof, "admin-pprof", false, "serve Go profiles on the admin API under /debug/pprof/")
+	fs.StringVar(&c.IggyPasswordFile, "iggy-password-file", "", "file holding the Iggy password (instead of --iggy-password)")
+	fs.StringVar(&c.IggyTokenFile, "iggy-token-file", "", "file holding the Iggy personal access token (instead of --iggy-token)")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys (16, 24 or 32 bytes), one a line: the first encrypts, all decrypt; SIGHUP reloads it (key rotation)")
+}
+
+var knownMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+func (c *securityConfig) validate() error {
+	if (c.KafkaTLSCert == "") != (c.KafkaTLSKey == "") {
+		return fmt.Errorf("invalid value for --kafka-tls-cert/--kafka-tls-key: give both or neither")
+	}
+	if c.KafkaTLSClientCA != "" && c.KafkaTLSCert == "" {
+		return fmt.Errorf("invalid value for --kafka-tls-client-ca: needs --kafka-tls-cert and --kafka-tls-key")
+	}
+	for _, f := range []struct{ name, path string }{
+		{"kafka-tls-cert", c.KafkaTLSCert}, {"kafka-tls-key", c.KafkaTLSKey}, {"kafka-tls-client-ca", c.KafkaTLSClientCA},
+		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile}, {"gossip-key-file", c.GossipKeyFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("invalid value %q for --%s: %v", f.path, f.name, err)
+		}
+	}
+	if c.GossipKeyFile != "" {
+		if _, err := loadGossipKeys(c.GossipKeyFile); err != nil {
+			return err
+		}
+	}
+	if c.TLSReloadInterval < 100*time.Millisecond {
+		return fmt.Errorf("invalid value %s for --tls-reload-interval: must be at least 100ms", c.TLSReloadInterval)
+	}
+	for _, m := range c.mechanisms() {
+		if !slices.Contains(knownMechanisms, m) {
+			return fmt.Errorf("invalid value %q for --sasl-enabled-mechanisms: %q is not one of %s", c.SASLMechanisms, m, strings.Join(knownMechanisms, ", "))
+		}
+	}
+	if slices.Contains(c.mechanisms(), "PLAIN") && c.SASLPlainUsersFile == "" {
+		return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: PLAIN needs --sasl-plain-users-file")
+	}
+	if c.FailedAuthDelay < 0 || c.FailedAuthDelay > time.Minute {
+		return fmt.Errorf("invalid value %s for --connection-failed-authentication-delay: must be 0..1m", c.FailedAuthDelay)
+	}
+	if c.MaxReauth < 0 || (c.MaxReauth > 0 && c.MaxReauth < time.Second) {
+		return fmt.Errorf("invalid value %s for --connections-max-reauth: must be 0 or at least 1s", c.MaxReauth)
+	}
+	return nil
+}
+
+func (c *securityConfig) mechanisms() []string {
+	var out []string
+	for _, m := range strings.Split(c.SASLMechanisms, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// readSecret reads a one-line secret file (trailing newline dropped).
+func readSecret(flagName, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--%s: %w", flagName, err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("--%s: %s is empty", flagName, path)
+	}
+	return s, nil
+}
+
+// loadPlainUsers reads user:password lines; '#' starts a comment line.
+func loadPlainUsers(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--sasl-plain-users-file: %w", err)
+	}
+	users := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		user, pass, ok := strings.Cut(l, ":")
+		if !ok || user == "" || pass == "" {
+			// Never echo the line: it may hold a password.
+			return nil, fmt.Errorf("--sasl-plain-users-file: %s line %d: want user:password", path, line)
+		}
+		users[user] = pass
+	}
+	return users, nil
+}
+
+// kafkaSecurity fills the gateway's TLS and SASL settings and returns the
+// certificate reloader (nil without TLS).
+func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*certs.Reloader, error) {
+	var rl *certs.Reloader
+	if c.KafkaTLSCert != "" {
+		var err error
+		rl, err = certs.NewReloader(certs.Files{Cert: c.KafkaTLSCert, Key: c.KafkaTLSKey, ClientCA: c.KafkaTLSClientCA}, log)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-cert: %w", err)
+		}
+		gc.TLS = rl.ServerConfig()
+	}
+	if mechs := c.mechanisms(); len(mechs) > 0 {
+		s := &gateway.SASL{Mechanisms: mechs, FailureDelay: c.FailedAuthDelay, SessionLifetime: c.MaxReauth}
+		if c.SASLPlainUsersFile != "" {
+			users, err := loadPlainUsers(c.SASLPlainUsersFile)
+			if err != nil {
+				return nil, err
+			}
+			s.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
+		}
+		if rl == nil && slices.Contains(mechs, "PLAIN") {
+			log.Warn("SASL PLAIN without --kafka-tls-cert: passwords cross the network in clear")
+		}
+		gc.SASL = s
+	}
+	return rl, nil
+}
+
+// loadGossipKeys reads base64 keys, one a line ('#' comments).
+func loadGossipKeys(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key-file: %w", err)
+	}
+	var keys [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		k, err := base64.StdEncoding.DecodeString(l)
+		if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			return nil, fmt.Errorf("--gossip-key-file: %s line %d: want a base64 key of 16, 24 or 32 bytes (openssl rand -base64 32)", path, line)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("--gossip-key-file: no key in %s", path)
+	}
+	return keys, nil
+}
+
+// notifyHangup starts catching SIGHUP when something reloads on it (else
+// SIGHUP keeps its default meaning and this returns nil). It is called
+// before any listener opens, so a SIGHUP sent once the node answers never
+// finds it unprepared.
+func notifyHangup(c *securityConfig) chan os.Signal {
+	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" {
+		return nil
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// reloadOnHangup reloads, on SIGHUP, the certificates (which also follow
+// file changes) and the gossip keys, until ctx ends.
+func reloadOnHangup(ctx context.Context, hup chan os.Signal, c *securityConfig, rl *certs.Reloader, node *cluster.Node, log *slog.Logger) {
+	if hup == nil {
+		return
+	}
+	defer signal.Stop(hup)
+	certHup := make(chan os.Signal, 1)
+	if rl != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			rl.Watch(ctx, c.TLSReloadInterval, certHup)
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-hup:
+			if rl != nil {
+				select {
+				case certHup <- sig:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if c.GossipKeyFile == "" {
+				continue
+			}
+			keys, err := loadGossipKeys(c.GossipKeyFile)
+			if err == nil {
+				err = node.SetGossipKeys(keys)
+			}
+			if err != nil {
+				log.Error("gossip key reload failed; keeping the previous keys", "err", err)
+			} else {
+				log.Info("gossip keys reloaded", "keys", len(keys))
+			}
+		}
+	}
+}
+
+// adminOptions reads the admin token file.
+func adminOptions(c *securityConfig) ([]admin.Option, error) {
+	var opts []admin.Option
+	if c.AdminTokenFile != "" {
+		tok, err := readSecret("admin-token-file", c.AdminTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, admin.WithToken(tok))
+	}
+	if c.AdminPprof {
+		opts = append(opts, admin.WithPprof())
+	}
+	return opts, nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, []byte("x"), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	cases := []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"cert without key", []string{"--kafka-tls-cert", file}, "--kafka-tls-cert"},
+		{"client ca without cert", []string{"--kafka-tls-client-ca", file}, "--kafka-tls-client-ca"},
+		{"missing cert file", []string{"--kafka-tls-cert", "/no/such.pem", "--kafka-tls-key", file}, "--kafka-tls-cert"},
+		{"unknown mechanism", []string{"--sasl-enabled-mechanisms", "PLAIN,GSSAPI", "--sasl-plain-users-file", file}, "--sasl-enabled-mechanisms"},
+		{"PLAIN without users", []string{"--sasl-enabled-mechanisms", "PLAIN"}, "--sasl-enabled-mechanisms"},
+		{"negative failure delay", []string{"--connection-failed-authentication-delay", "-1s"}, "--connection-failed-authentication-delay"},
+		{"tiny reauth", []string{"--connections-max-reauth", "10ms"}, "--connections-max-reauth"},
+		{"missing token file", []string{"--admin-token-file", "/no/such/token"}, "--admin-token-file"},
+		{"empty iggy password file", []string{"--iggy-password-file", empty}, "--iggy-password-file"},
+		{"reload interval", []string{"--tls-reload-interval", "1ms"}, "--tls-reload-interval"},
+		{"gossip key not base64", []string{"--gossip-key-file", file}, "--gossip-key-file"},
+		{"gossip key file empty", []string{"--gossip-key-file", empty}, "--gossip-key-file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(tc.args, env())
+			if err == nil || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("error %v does not name %s", err, tc.flag)
+			}
+		})
+	}
+}
+
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("hunter22\n"), 0o600)
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("pat-123"), 0o600)
+	cfg, err := parseConfig([]string{"--backend", "iggy", "--iggy-password-file", pw, "--iggy-token-file", tok}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.IggyPassword != "hunter22" || cfg.IggyToken != "pat-123" {
+		t.Fatalf("password %q token %q", cfg.IggyPassword, cfg.IggyToken)
+	}
+	// The environment works as for every flag.
+	cfg, err = parseConfig(nil, env("KGATE_IGGY_PASSWORD_FILE", pw))
+	if err != nil || cfg.IggyPassword != "hunter22" {
+		t.Fatalf("from env: %q %v", cfg.IggyPassword, err)
+	}
+}
+
+func TestPlainUsersFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "users")
+	os.WriteFile(good, []byte("# comment\nadmin:a:b:c\n\nbob:pw\n"), 0o600)
+	users, err := loadPlainUsers(good)
+	if err != nil || users["admin"] != "a:b:c" || users["bob"] != "pw" || len(users) != 2 {
+		t.Fatalf("users %v err %v", users, err)
+	}
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("admin:ok\nsecret-without-user\n"), 0o600)
+	_, err = loadPlainUsers(bad)
+	if err == nil || !strings.Contains(err.Error(), "line 2") || strings.Contains(err.Error(), "secret-without-user") {
+		t.Fatalf("bad line: %v (must name the line, never echo it)", err)
+	}
+}
+
+func TestCertsSubcommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	var out bytes.Buffer
+	if err := runCerts([]string{"-dir", dir, "-names", "node-1,client"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ca.pem", "node-1.pem", "node-1-key.pem", "client.pem", "client-key.pem"} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(f, "-key.pem") && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, want 0600", f, fi.Mode().Perm())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca-key.pem")); err == nil {
+		t.Error("the CA key was written")
+	}
+}
+
+// The admin API with a token file: 401 without it, probes stay open, pprof
+// only with --admin-pprof.
+func TestAdminTokenAndPprof(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("t0ken\n"), 0o600)
+	admin := freeAddr(t)
+	args := []string{"--data-dir", filepath.Join(dir, "data"), "--kafka-addr", freeAddr(t), "--raft-addr", freeAddr(t),
+		"--gossip-addr", freeAddr(t), "--admin-addr", admin, "--admin-token-file", tok}
+	runServe(t, args)
+	get := func(path, token string) int {
+		req, _ := http.NewRequest("GET", "http://"+admin+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/v1/cluster", "", 401}, {"/v1/groups", "nope", 401}, {"/v1/cluster", "t0ken", 200}, {"/healthz", "", 200},
+		{"/debug/pprof/", "", 401}, {"/debug/pprof/", "t0ken", 404},
+	} {
+		if got := get(c.path, c.token); got != c.want {
+			t.Errorf("GET %s token %q: %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
+}
+
+func TestGossipKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	os.WriteFile(path, []byte("# new key first\nAAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\nAAECAwQFBgcICQoLDA0ODw==\n"), 0o600)
+	keys, err := loadGossipKeys(path)
+	if err != nil || len(keys) != 2 || len(keys[0]) != 32 || len(keys[1]) != 16 {
+		t.Fatalf("keys %v err %v", keys, err)
+	}
+	os.WriteFile(path, []byte("AAEC\n"), 0o600) // 3 bytes
+	if _, err := loadGossipKeys(path); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("short key: %v", err)
+	}
+}

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"time"
+
+	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/gateway/sasl"
+)
+
+// SASL turns on client authentication on the Kafka listener: every
+// connection must authenticate (SaslHandshake, SaslAuthenticate) before any
+// request but ApiVersions is served. A connection that presented a client
+// certificate verified against the listener's client CA is authenticated
+// by it and needs no SASL (that is how nodes reach each other's listener).
+type SASL struct {
+	// Mechanisms offered, among PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
+	// (Kafka's sasl.enabled.mechanisms).
+	Mechanisms []string
+	// PlainUsers looks up a PLAIN user's password.
+	PlainUsers func(user string) (password string, ok bool)
+	// FailureDelay holds the answer to a failed authentication this long
+	// before the connection closes (connection.failed.authentication.delay.ms).
+	FailureDelay time.Duration
+	// SessionLifetime, when positive, is how long an authentication lasts
+	// (connections.max.reauth.ms, KIP-368); the client re-authenticates on
+	// the same connection before it ends, or the connection is closed.
+	SessionLifetime time.Duration
+}
+
+// Credentials is the replicated SCRAM credential store.
+type Credentials interface {
+	ScramCredential(user string, m fsm.ScramMechanism) (fsm.ScramCredential, bool)
+	ScramUsers() map[string][]fsm.ScramCredential
+	// AlterScramCredentials proposes the change on the leader and returns
+	// one code per deletion, then per upsert.
+	AlterScramCredentials(ctx context.Context, cmd *fsm.AlterScramCredentials) ([]int16, error)
+}
+
+// session is a connection's authentication state. Only the connection's
+// reader touches it: the SASL handlers answer synchronously.
+type session struct {
+	user      string // authenticated principal ("" before)
+	authed    bool
+	expires   time.Time // zero: never
+	mechanism string    // chosen by SaslHandshake, until SaslAuthenticate completes
+	exchange  sasl.Server
+	// reauthMechanism is the mechanism of the first authentication; a
+	// re-authentication must use the same one and the same user (KIP-368).
+	reauthMechanism string
+}
+
+// startSession sets up a new connection's session: open when SASL is off,
+// authenticated by a verified client certificate, or waiting for SASL.
+func (s *Server) startSession(sess *session, tc *tls.Conn) {
+	if s.cfg.SASL == nil {
+		sess.authed = true
+		return
+	}
+	if tc != nil {
+		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
+			sess.authed, sess.user = true, "CN="+st.PeerCertificates[0].Subject.CommonName
+		}
+	}
+}
+
+// admit is the authentication gate: may this request be served on this
+// connection now? Before authentication (or after its lifetime ended) only
+// ApiVersions and the SASL requests are; anything else closes the
+// connection, as Kafka does.
+func (sess *session) admit(key int16, now time.Time) bool {
+	switch key {
+	case apiVersionsKey, saslHandshakeKey, saslAuthenticateKey:
+		return true
+	}
+	if !sess.authed {
+		return false
+	}
+	return sess.expires.IsZero() || now.Before(sess.expires)
+}
+
+const (
+	saslHandshakeKey    = 17
+	saslAuthenticateKey = 36
+)
+
+// scramMechanism maps a SASL mechanism name to the stored mechanism.
+func scramMechanism(name string) (fsm.ScramMechanism, bool) {
+	switch name {
+	case sasl.ScramSHA256:
+		return fsm.ScramSHA256, true
+	case sasl.ScramSHA512:
+		return fsm.ScramSHA512, true
+	}
+	return 0, false
+}
+
+// newExchange starts the server side of a mechanism.
+func (s *Server) newExchange(mechanism string) sasl.Server {
+	if mechanism == sasl.Plain {
+		lookup := s.cfg.SASL.PlainUsers
+		if lookup == nil {
+			lookup = func(string) (string, bool) { return "", false }
+		}
+		return &sasl.PlainServer{Lookup: lookup}
+	}
+	m, _ := scramMechanism(mechanism)
+	ex, err := sasl.NewScramServer(mechanism, func(user string) (sasl.ScramCredential, bool) {
+		if s.cfg.Credentials == nil {
+			return sasl.ScramCredential{}, false
+		}
+		c, ok := s.cfg.Credentials.ScramCredential(user, m)
+		return sasl.ScramCredential{Salt: c.Salt, Iterations: int(c.Iterations), StoredKey: c.StoredKey, ServerKey: c.ServerKey}, ok
+	})
+	if err != nil {
+		return nil
+	}
+	return ex
+}

@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleSASLHandshake picks the mechanism for the SaslAuthenticate
+// exchange that follows. An unknown mechanism, or a second handshake
+// before the first exchange finished, is answered and the connection
+// closed, as Kafka does.
+func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
+	req := r.Body.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = s.cfg.SASL.Mechanisms
+	sess := r.sess
+	switch {
+	case req.Version == 0:
+		// v0 sends the mechanism's tokens unframed after this answer;
+		// every current client uses v1 with SaslAuthenticate.
+		s.log.Info("SASL handshake refused: v0 (unframed tokens) is not supported; use SaslHandshake v1", "remote", r.Remote)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return Reply{resp: resp, closeAfter: true}
+	case sess.mechanism != "":
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return Reply{resp: resp, closeAfter: true}
+	case !slices.Contains(s.cfg.SASL.Mechanisms, req.Mechanism):
+		s.log.Info("SASL handshake refused: mechanism not enabled", "remote", r.Remote, "mechanism", req.Mechanism)
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return Reply{resp: resp, closeAfter: true}
+	case sess.reauthMechanism != "" && req.Mechanism != sess.reauthMechanism:
+		// KIP-368: re-authentication keeps the mechanism.
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return Reply{resp: resp, closeAfter: true}
+	}
+	sess.mechanism = req.Mechanism
+	sess.exchange = s.newExchange(req.Mechanism)
+	return now(resp)
+}

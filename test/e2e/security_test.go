@@ -1,0 +1,372 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+)
+
+// secureKgate is one kgate process started with extra (security) flags.
+type secureKgate struct {
+	kafka, admin string
+	logPath      string
+	cmd          *exec.Cmd
+}
+
+func startSecureKgate(t *testing.T, extra ...string) *secureKgate {
+	t.Helper()
+	dir := t.TempDir()
+	s := &secureKgate{kafka: freeAddr(t), admin: freeAddr(t), logPath: filepath.Join(dir, "kgate.log")}
+	args := append([]string{"serve", "--node-id", "1", "--data-dir", filepath.Join(dir, "data"),
+		"--kafka-addr", s.kafka, "--admin-addr", s.admin, "--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t)}, extra...)
+	logf, err := os.Create(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	s.cmd = exec.Command(kgateBinary(t), args...)
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { s.cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(stopTimeout):
+			s.cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("kgate log:\n%s", tailFile(s.logPath, 40))
+		}
+	})
+	deadline := time.Now().Add(startTimeout)
+	for {
+		b, _ := os.ReadFile(s.logPath)
+		if strings.Contains(string(b), "ready: bootstrap servers") {
+			return s
+		}
+		select {
+		case <-exited:
+			t.Fatalf("kgate exited at start-up:\n%s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kgate not ready after %s:\n%s", startTimeout, b)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+// kafkaJars is the Kafka jar directory (scripts/kafka-broker.sh fetch).
+func kafkaJars(t *testing.T) string {
+	t.Helper()
+	root := repoRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "kafka-broker.sh"), "fetch").CombinedOutput(); err != nil {
+		t.Fatalf("fetch Kafka jars: %v\n%s", err, out)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, ".cache", "kafka", "jars-*"))
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, ".complete")); err == nil {
+			return d
+		}
+	}
+	t.Fatalf("no Kafka jars under %s/.cache/kafka: %s", root, installHint)
+	return ""
+}
+
+// runTool runs argv and returns its combined output; err is non-nil when it
+// exits non-zero or runs past two minutes.
+func runTool(dir, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func writeFile(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// javaProps is a client properties file for Java tools.
+func javaProps(t *testing.T, dir, name string, kv map[string]string) string {
+	var b strings.Builder
+	for k, v := range kv {
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	return writeFile(t, filepath.Join(dir, name), b.String())
+}
+
+func jaas(module, user, pass string) string {
+	return fmt.Sprintf(`org.apache.kafka.common.security.%s required username="%s" password="%s";`, module, user, pass)
+}
+
+// TestSecuritySASLSSLClients runs kgate with TLS and SASL (PLAIN for an
+// admin, SCRAM-SHA-512 for users) and drives it with kafka-configs
+// (ConfigCommand), the Java client, kcat and confluent-kafka-python.
+func TestSecuritySASLSSLClients(t *testing.T) {
+	jars := kafkaJars(t)
+	work := t.TempDir()
+	certs := filepath.Join(work, "certs")
+	if out, err := runTool(work, kgateBinary(t), "certs", "-dir", certs, "-names", "node-1,client"); err != nil {
+		t.Fatalf("kgate certs: %v\n%s", err, out)
+	}
+	ca := filepath.Join(certs, "ca.pem")
+	users := writeFile(t, filepath.Join(work, "users"), "# PLAIN users\nadmin:admin-secret\n")
+	token := writeFile(t, filepath.Join(work, "token"), "s3cr3t-token\n")
+	k := startSecureKgate(t, "--kafka-tls-cert", filepath.Join(certs, "node-1.pem"), "--kafka-tls-key", filepath.Join(certs, "node-1-key.pem"),
+		"--sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-512", "--sasl-plain-users-file", users, "--admin-token-file", token)
+	cp := filepath.Join(jars, "*")
+	tlsProps := map[string]string{"bootstrap.servers": k.kafka, "security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": ca}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range tlsProps {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	adminProps := javaProps(t, work, "admin.properties", with(map[string]string{"sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas("plain.PlainLoginModule", "admin", "admin-secret")}))
+	aliceProps := javaProps(t, work, "alice.properties", with(map[string]string{"sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas("scram.ScramLoginModule", "alice", "alice-secret")}))
+	wrongProps := javaProps(t, work, "wrong.properties", with(map[string]string{"sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas("scram.ScramLoginModule", "alice", "guess")}))
+
+	t.Run("kafka-configs adds a SCRAM user", func(t *testing.T) {
+		out, err := runTool(work, "java", "-cp", cp, "kafka.admin.ConfigCommand", "--bootstrap-server", k.kafka, "--command-config", adminProps,
+			"--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=alice-secret]", "--entity-type", "users", "--entity-name", "alice")
+		if err != nil {
+			t.Fatalf("kafka-configs --alter: %v\n%s", err, out)
+		}
+		// kafka-configs --describe --entity-type users also asks for client
+		// quotas (DescribeClientQuotas); check the credential with kadm.
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(must(os.ReadFile(ca)))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(k.kafka), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+			kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d, err := kadm.NewClient(cl).DescribeUserSCRAMs(ctx, "alice")
+		if err != nil || len(d["alice"].CredInfos) != 1 || d["alice"].CredInfos[0].Mechanism != kadm.ScramSha512 || d["alice"].CredInfos[0].Iterations != 8192 {
+			t.Fatalf("described: %+v %v", d, err)
+		}
+	})
+	javaClient := filepath.Join(repoRoot(t), "test", "clients", "java", "secure", "SecureClient.java")
+	t.Run("java SCRAM-SHA-512", func(t *testing.T) {
+		if out, err := runTool(work, "java", "-cp", cp, javaClient, aliceProps, "java-scram", "roundtrip", "5"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		out, err := runTool(work, "java", "-cp", cp, javaClient, wrongProps, "java-wrong", "expect-auth-failure")
+		if err != nil || !strings.Contains(out, "invalid credentials") {
+			t.Fatalf("wrong password: %v\n%s", err, out)
+		}
+	})
+	kcatSec := []string{"-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + ca, "-X", "sasl.mechanisms=SCRAM-SHA-512",
+		"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"}
+	t.Run("kcat SCRAM-SHA-512", func(t *testing.T) {
+		p := exec.Command("kcat", append([]string{"-b", k.kafka, "-P", "-t", "kcat-scram", "-p", "0"}, kcatSec...)...)
+		p.Stdin = strings.NewReader("one\ntwo\n")
+		if out, err := p.CombinedOutput(); err != nil {
+			t.Fatalf("kcat -P: %v\n%s", err, out)
+		}
+		out, err := runTool(work, "kcat", append([]string{"-b", k.kafka, "-C", "-t", "kcat-scram", "-p", "0", "-o", "beginning", "-c", "2", "-e"}, kcatSec...)...)
+		if err != nil || out != "one\ntwo\n" {
+			t.Fatalf("kcat -C: %v\n%q", err, out)
+		}
+		wrong := append(append([]string{}, kcatSec...), "-X", "sasl.password=guess")
+		out, err = runTool(work, "kcat", append([]string{"-b", k.kafka, "-L", "-m", "10"}, wrong...)...)
+		if err == nil || !strings.Contains(out, "Authentication failed") {
+			t.Fatalf("kcat with a wrong password: %v\n%s", err, out)
+		}
+		out, err = runTool(work, "kcat", "-b", k.kafka, "-L", "-m", "5")
+		if err == nil {
+			t.Fatalf("plaintext kcat on the TLS listener got metadata:\n%s", out)
+		}
+	})
+	t.Run("confluent-kafka-python SCRAM-SHA-512", func(t *testing.T) {
+		py := python(t)
+		dir := clientsDir(t, "confluent-kafka-python")
+		conf := map[string]any{"bootstrap.servers": k.kafka, "security.protocol": "SASL_SSL", "ssl.ca.location": ca,
+			"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "alice-secret"}
+		write := func(name string, c map[string]any) string {
+			b, _ := json.Marshal(c)
+			return writeFile(t, filepath.Join(work, name), string(b))
+		}
+		if out, err := runTool(dir, py, "secure_client.py", write("py.json", conf), "py-scram", "roundtrip", "5"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		conf["sasl.password"] = "guess"
+		if out, err := runTool(dir, py, "secure_client.py", write("py-wrong.json", conf), "py-wrong", "expect-auth-failure"); err != nil {
+			t.Fatalf("wrong password: %v\n%s", err, out)
+		}
+		conf["sasl.password"], conf["sasl.mechanism"] = "alice-secret", "SCRAM-SHA-256"
+		out, err := runTool(dir, py, "secure_client.py", write("py-mech.json", conf), "py-mech", "expect-auth-failure")
+		if err != nil {
+			t.Fatalf("mechanism not enabled: %v\n%s", err, out)
+		}
+	})
+	t.Run("admin API needs the token", func(t *testing.T) {
+		get := func(path, tok string) int {
+			req, _ := http.NewRequest("GET", "http://"+k.admin+path, nil)
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, c := range []struct {
+			path, tok string
+			want      int
+		}{
+			{"/v1/cluster", "", 401}, {"/v1/cluster", "wrong", 401}, {"/v1/cluster", "s3cr3t-token", 200},
+			{"/healthz", "", 200}, {"/readyz", "", 200}, {"/debug/pprof/", "s3cr3t-token", 404},
+		} {
+			if got := get(c.path, c.tok); got != c.want {
+				t.Errorf("GET %s with token %q: %d, want %d", c.path, c.tok, got, c.want)
+			}
+		}
+		resp, err := http.Post("http://"+k.admin+"/v1/leave", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("POST /v1/leave without the token: %d", resp.StatusCode)
+		}
+	})
+	t.Run("no secret in the log", func(t *testing.T) {
+		b, _ := os.ReadFile(k.logPath)
+		for _, s := range []string{"admin-secret", "alice-secret", "s3cr3t-token"} {
+			if strings.Contains(string(b), s) {
+				t.Errorf("log contains %q", s)
+			}
+		}
+	})
+}
+
+// serverCertSerial is the serial of the certificate the listener presents.
+func serverCertSerial(t *testing.T, addr string) string {
+	t.Helper()
+	nc, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // only reading which certificate is served
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	return nc.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// TestSecurityMutualTLSClients runs kgate with mutual TLS and no SASL:
+// clients with a certificate from the CA get in, others do not; SIGHUP
+// reloads the certificate without closing the listener.
+func TestSecurityMutualTLSClients(t *testing.T) {
+	jars := kafkaJars(t)
+	work := t.TempDir()
+	certs := filepath.Join(work, "certs")
+	if out, err := runTool(work, kgateBinary(t), "certs", "-dir", certs, "-names", "node-1,client"); err != nil {
+		t.Fatalf("kgate certs: %v\n%s", err, out)
+	}
+	ca, cert, key := filepath.Join(certs, "ca.pem"), filepath.Join(certs, "client.pem"), filepath.Join(certs, "client-key.pem")
+	nodeCert, nodeKey := filepath.Join(certs, "node-1.pem"), filepath.Join(certs, "node-1-key.pem")
+	k := startSecureKgate(t, "--kafka-tls-cert", nodeCert, "--kafka-tls-key", nodeKey, "--kafka-tls-client-ca", ca)
+
+	kcatTLS := []string{"-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca}
+	kcatMTLS := append(append([]string{}, kcatTLS...), "-X", "ssl.certificate.location="+cert, "-X", "ssl.key.location="+key)
+	t.Run("kcat", func(t *testing.T) {
+		p := exec.Command("kcat", append([]string{"-b", k.kafka, "-P", "-t", "kcat-mtls", "-p", "0"}, kcatMTLS...)...)
+		p.Stdin = strings.NewReader("one\n")
+		if out, err := p.CombinedOutput(); err != nil {
+			t.Fatalf("kcat -P: %v\n%s", err, out)
+		}
+		out, err := runTool(work, "kcat", append([]string{"-b", k.kafka, "-C", "-t", "kcat-mtls", "-p", "0", "-o", "beginning", "-c", "1", "-e"}, kcatMTLS...)...)
+		if err != nil || out != "one\n" {
+			t.Fatalf("kcat -C: %v\n%q", err, out)
+		}
+		if out, err := runTool(work, "kcat", append([]string{"-b", k.kafka, "-L", "-m", "5"}, kcatTLS...)...); err == nil {
+			t.Fatalf("kcat without a client certificate got metadata:\n%s", out)
+		}
+	})
+	t.Run("java", func(t *testing.T) {
+		keystore := writeFile(t, filepath.Join(work, "client-keystore.pem"), string(must(os.ReadFile(key)))+string(must(os.ReadFile(cert))))
+		props := javaProps(t, work, "mtls.properties", map[string]string{"bootstrap.servers": k.kafka, "security.protocol": "SSL", "ssl.truststore.type": "PEM",
+			"ssl.truststore.location": ca, "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore})
+		javaClient := filepath.Join(repoRoot(t), "test", "clients", "java", "secure", "SecureClient.java")
+		if out, err := runTool(work, "java", "-cp", filepath.Join(jars, "*"), javaClient, props, "java-mtls", "roundtrip", "3"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
+	t.Run("confluent-kafka-python", func(t *testing.T) {
+		conf, _ := json.Marshal(map[string]any{"bootstrap.servers": k.kafka, "security.protocol": "SSL", "ssl.ca.location": ca,
+			"ssl.certificate.location": cert, "ssl.key.location": key})
+		if out, err := runTool(clientsDir(t, "confluent-kafka-python"), python(t), "secure_client.py",
+			writeFile(t, filepath.Join(work, "py.json"), string(conf)), "py-mtls", "roundtrip", "3"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
+	t.Run("SIGHUP reloads the certificate", func(t *testing.T) {
+		before := serverCertSerial(t, k.kafka)
+		fresh := filepath.Join(work, "fresh")
+		if out, err := runTool(work, kgateBinary(t), "certs", "-dir", fresh, "-names", "node-1"); err != nil {
+			t.Fatalf("kgate certs: %v\n%s", err, out)
+		}
+		writeFile(t, nodeCert, string(must(os.ReadFile(filepath.Join(fresh, "node-1.pem")))))
+		writeFile(t, nodeKey, string(must(os.ReadFile(filepath.Join(fresh, "node-1-key.pem")))))
+		if err := k.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for serverCertSerial(t, k.kafka) == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the listener still serves the old certificate")
+			}
+			time.Sleep(50 * time.Millisecond) // poll interval
+		}
+		want := must(os.ReadFile(filepath.Join(fresh, "node-1.pem")))
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(must(os.ReadFile(filepath.Join(fresh, "ca.pem"))))
+		nc, err := tls.Dial("tcp", k.kafka, &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatalf("new certificate (%d bytes) does not verify: %v", len(want), err)
+		}
+		nc.Close()
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
