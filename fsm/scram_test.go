@@ -19,14 +19,17 @@ func TestScramCredentialsApplySnapshotRestore(t *testing.T) {
 	}
 	want := [][]int16{{0, 0, 0}, {0, ErrResourceNotFound}, {0}}
 	a, b := openFSM(t, t.TempDir()), openFSM(t, t.TempDir())
+	level := Encode(&SetFeatureLevel{Level: LevelScram})
+	a.Apply(1, level)
+	b.Apply(1, level)
 	for i, c := range cmds {
 		entry := Encode(c)
 		decoded, err := Decode(entry)
 		if err != nil || !bytes.Equal(Encode(decoded), entry) {
 			t.Fatalf("command %d does not survive encoding: %v", i, err)
 		}
-		ra := a.Apply(uint64(i+1), entry).(*ScramResult)
-		b.Apply(uint64(i+1), entry)
+		ra := a.Apply(uint64(i+2), entry).(*ScramResult)
+		b.Apply(uint64(i+2), entry)
 		if !reflect.DeepEqual(ra.Codes, want[i]) {
 			t.Fatalf("command %d: codes %v, want %v", i, ra.Codes, want[i])
 		}
@@ -54,20 +57,17 @@ func TestScramCredentialsApplySnapshotRestore(t *testing.T) {
 	}
 }
 
-// Metadata written before SCRAM credentials existed ends after the groups;
-// it still decodes, with no users.
-func TestMetaWithoutScramSectionDecodes(t *testing.T) {
+// Metadata of a cluster below LevelScram (as earlier releases wrote it)
+// has no SCRAM section; it decodes with no users and nothing left over.
+func TestMetaBelowScramLevelHasNoScramSection(t *testing.T) {
 	f := openFSM(t, t.TempDir())
 	f.Apply(1, Encode(&InitCluster{ClusterID: "c"}))
+	f.Apply(2, Encode(&SetFeatureLevel{Level: LevelClientQuotas}))
 	e := &enc{}
 	f.encodeMeta(e)
-	// Strip the trailing (empty) SCRAM section: one zero count.
-	if e.b[len(e.b)-1] != 0 {
-		t.Fatalf("meta does not end with an empty SCRAM section")
-	}
-	d := &dec{b: e.b[:len(e.b)-1]}
+	d := &dec{b: e.b}
 	m := decodeMeta(d)
-	if d.err != nil || m.clusterID != "c" || len(m.scram) != 0 {
-		t.Fatalf("old meta: err %v, %+v", d.err, m)
+	if d.err != nil || len(d.b) != 0 || m.clusterID != "c" || m.level != LevelClientQuotas || len(m.scram) != 0 {
+		t.Fatalf("meta at level %d: err %v, %d bytes left, %+v", LevelClientQuotas, d.err, len(d.b), m)
 	}
 }
