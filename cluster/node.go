@@ -76,9 +76,15 @@ type Node struct {
 	observed chan raft.Observation // leader changes, for AwaitLeader
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
-	leader   atomic.Bool   // this node leads and has caught up (barrier done)
-	mu       sync.Mutex
-	watchers []chan struct{}
+	// lastLeader and departed: see noteLeader (guarded by leaderMu).
+	lastLeader raft.ServerID
+	departed   map[int32]time.Time
+	connClosed atomic.Int64 // unix nanos an inbound Raft connection last ended
+	connEnded  chan struct{}
+	lease      time.Duration // Raft's leader lease
+	leader     atomic.Bool   // this node leads and has caught up (barrier done)
+	mu         sync.Mutex
+	watchers   []chan struct{}
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -94,7 +100,8 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, notify: make(chan bool, 16), stop: make(chan struct{}),
+		connEnded: make(chan struct{}, 1)}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -130,7 +137,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	newTransport := cfg.transport
 	if newTransport == nil {
-		newTransport = tcpTransport
+		newTransport = func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
+			return watchedTCPTransport(bind, advertise, log, n.noteConnClosed)
+		}
 	}
 	trans, err := newTransport(cfg.RaftAddr, addr, hlog)
 	if err != nil {
@@ -155,11 +164,15 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	if cfg.LeaderLease > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLease
-	} else if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
-		// Raft refuses a lease longer than the heartbeat timeout; the
-		// default lease (500ms) must shrink with a short heartbeat.
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	} else {
+		// Half the heartbeat timeout: a leader cut off from the others
+		// steps down sooner, and hastenElections can shorten a
+		// follower's heartbeat timeout to this (Raft refuses a heartbeat
+		// timeout shorter than the lease). The leader heartbeats every
+		// tenth of the heartbeat timeout, so this still spans several.
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
 	}
+	n.lease = rc.LeaderLeaseTimeout
 	if cfg.SnapshotEvery > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotEvery
 	}
@@ -209,10 +222,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	}))
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.trackLeadership()
 	go n.watchLeaders()
 	go n.snapshotBySize()
+	go n.hastenElections()
 	return n, nil
 }
 
@@ -256,7 +270,8 @@ func (n *Node) watchLeaders() {
 		select {
 		case <-n.stop:
 			return
-		case <-n.observed:
+		case o := <-n.observed:
+			n.noteLeader(o.Data.(raft.LeaderObservation).LeaderID)
 			n.leaderMu.Lock()
 			close(n.leaderCh)
 			n.leaderCh = make(chan struct{})
@@ -314,14 +329,10 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 	return nil
 }
 
-// transportFunc makes the Raft transport.
+// transportFunc makes the Raft transport: by default TCP with watched
+// inbound connections (watchedTCPTransport); tests use one whose network
+// they can cut (Config.transport).
 type transportFunc func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error)
-
-// tcpTransport is the Raft TCP transport; tests use one whose network they
-// can cut (Config.transport).
-func tcpTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
-	return raft.NewTCPTransportWithLogger(bind, advertise, 4, 10*time.Second, log)
-}
 
 // clusterID is the FSM's cluster id or, until a restarted node has replayed
 // its log (which waits for a leader), the one its Raft log records. Gossip
@@ -474,8 +485,8 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 }
 
 // LeaderID returns the current leader's node id, if one is known. A
-// follower that has not heard from its leader for a heartbeat timeout
-// reports none: pointing clients at a leader that has just died would send
+// follower that is not in contact with its leader (see inContact) reports
+// none: pointing clients at a leader that has just died would send
 // them into connection-refused retries instead of a clean, retriable
 // COORDINATOR_NOT_AVAILABLE / LEADER_NOT_AVAILABLE while the election runs.
 func (n *Node) LeaderID() (int32, bool) {
@@ -517,7 +528,7 @@ func (n *Node) Brokers() []NodeInfo {
 	}
 	lost := n.lostLeader()
 	for _, m := range n.gossip.snapshot() {
-		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) {
+		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) || n.departedHidden(m) {
 			continue
 		}
 		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
@@ -526,8 +537,8 @@ func (n *Node) Brokers() []NodeInfo {
 	return out
 }
 
-// lostLeader is the id of the leader this follower has not heard from for a
-// heartbeat timeout, or -1. Raft notices a dead leader within a second,
+// lostLeader is the id of the leader this follower is not in contact with
+// (see inContact), or -1. Raft notices a dead leader within a second,
 // gossip only after its suspicion timeout; until then Metadata would keep
 // listing the dead node and clients would keep dialling it.
 func (n *Node) lostLeader() int32 {
@@ -536,7 +547,7 @@ func (n *Node) lostLeader() int32 {
 		return -1
 	}
 	v, err := strconv.Atoi(string(id))
-	if err != nil || int32(v) == n.cfg.NodeID || time.Since(n.raft.LastContact()) <= n.heartbeatTimeout() {
+	if err != nil || int32(v) == n.cfg.NodeID || n.inContact() {
 		return -1
 	}
 	return int32(v)

@@ -24,8 +24,15 @@ func (f followerCluster) Brokers() []cluster.NodeInfo {
 }
 func (f followerCluster) LeaderID() (int32, bool)                   { return 1, true }
 func (f followerCluster) AwaitLeader(context.Context) (int32, bool) { return 1, true }
-func (f followerCluster) ClusterID() string                         { return "test" }
-func (f followerCluster) Replicas() (replicas, isr []int32)         { return []int32{1, 2}, []int32{1, 2} }
+func (f followerCluster) ServingLeader() (cluster.NodeInfo, bool) {
+	return cluster.NodeInfo{ID: 1, KafkaAddr: f.leaderAddr}, true
+}
+func (f followerCluster) AwaitServingLeader(context.Context) (cluster.NodeInfo, bool) {
+	return f.ServingLeader()
+}
+func (f followerCluster) LeaderEpoch() int32                { return 1 }
+func (f followerCluster) ClusterID() string                 { return "test" }
+func (f followerCluster) Replicas() (replicas, isr []int32) { return []int32{1, 2}, []int32{1, 2} }
 
 // followerBackend is a follower's backend: it cannot apply leader-only
 // changes.

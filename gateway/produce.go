@@ -20,6 +20,9 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	// In the handler, not later: the connection's produces must reach the
+	// backend in request order.
+	s.awaitProduceLeaders(ctx, req)
 
 	// Fill every partition's answer up front; batches that pass the checks
 	// are marked pending and filled in when the backend answers.
@@ -80,6 +83,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		return Reply{none: true}
 	}
 	if wait == nil {
+		s.addProduceLeaderHints(resp)
 		return now(resp)
 	}
 	return later(func() kmsg.Response {
@@ -91,6 +95,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 				sp.LogStartOffset = res.LogStartOffset
 			}
 		}
+		s.addProduceLeaderHints(resp)
 		return resp
 	})
 }
