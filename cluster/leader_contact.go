@@ -225,6 +225,30 @@ func (n *Node) AwaitServingLeader(ctx context.Context) (NodeInfo, bool) {
 	}
 }
 
+// CaughtUp reports whether this node has applied every entry it knows to
+// be committed.
+func (n *Node) CaughtUp() bool { return n.raft.AppliedIndex() >= n.raft.CommitIndex() }
+
+// AwaitCaughtUp waits (bounded by ctx) until this node has applied the
+// entries committed when it was called: a node restarted a moment ago
+// replays its log once the leader tells it the commit index, and until
+// then its topics are those of its last snapshot.
+func (n *Node) AwaitCaughtUp(ctx context.Context) bool {
+	target := n.raft.CommitIndex()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for n.raft.AppliedIndex() < target {
+		select {
+		case <-poll.C:
+		case <-ctx.Done():
+			return false
+		case <-n.stop:
+			return false
+		}
+	}
+	return true
+}
+
 // LeaderEpoch is the Raft term, which Kafka clients see as the leader epoch
 // of every partition: it grows with every election, so a client can tell a
 // newer leader from an older one (KIP-320, KIP-951).

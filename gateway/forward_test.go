@@ -30,9 +30,11 @@ func (f followerCluster) ServingLeader() (cluster.NodeInfo, bool) {
 func (f followerCluster) AwaitServingLeader(context.Context) (cluster.NodeInfo, bool) {
 	return f.ServingLeader()
 }
-func (f followerCluster) LeaderEpoch() int32                { return 1 }
-func (f followerCluster) ClusterID() string                 { return "test" }
-func (f followerCluster) Replicas() (replicas, isr []int32) { return []int32{1, 2}, []int32{1, 2} }
+func (f followerCluster) LeaderEpoch() int32                 { return 1 }
+func (f followerCluster) CaughtUp() bool                     { return true }
+func (f followerCluster) AwaitCaughtUp(context.Context) bool { return true }
+func (f followerCluster) ClusterID() string                  { return "test" }
+func (f followerCluster) Replicas() (replicas, isr []int32)  { return []int32{1, 2}, []int32{1, 2} }
 
 // followerBackend is a follower's backend: it cannot apply leader-only
 // changes.

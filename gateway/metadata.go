@@ -15,14 +15,16 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 	if len(req.Topics) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	if _, ok := s.cluster.ServingLeader(); !ok {
+	if _, ok := s.cluster.ServingLeader(); !ok || !s.cluster.CaughtUp() {
 		// During an election (or while a follower suspects its leader is
 		// gone, or a new leader catches up) every partition would read
 		// LEADER_NOT_AVAILABLE or name a dead node, and clients back off
 		// for their metadata refresh interval (seconds); wait for the
-		// winner instead.
+		// winner instead. A node restarted a moment ago would report the
+		// topics of its last snapshot until it has replayed its log.
 		return later(func() kmsg.Response {
 			s.awaitLeader(ctx)
+			s.awaitCaughtUp(ctx)
 			return s.metadata(ctx, req)
 		})
 	}

@@ -85,6 +85,11 @@ type Cluster interface {
 	// LeaderEpoch is the partitions' leader epoch; it grows with every
 	// election.
 	LeaderEpoch() int32
+	// CaughtUp reports whether this node has applied every entry it knows
+	// to be committed; AwaitCaughtUp waits (bounded by ctx) until it has
+	// applied those committed when called.
+	CaughtUp() bool
+	AwaitCaughtUp(ctx context.Context) bool
 	ClusterID() string
 	// Replicas are the Raft voters; ISR those of them in contact.
 	Replicas() (replicas, isr []int32)
@@ -224,4 +229,12 @@ func (s *Server) awaitLeader(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
 	defer cancel()
 	s.cluster.AwaitServingLeader(ctx)
+}
+
+// awaitCaughtUp waits, bounded by LeaderWait, for this node to apply what
+// is committed (a restarted node replaying its log).
+func (s *Server) awaitCaughtUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
+	defer cancel()
+	s.cluster.AwaitCaughtUp(ctx)
 }
