@@ -21,7 +21,8 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly SCRIPT_DIR
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+readonly SCRIPT_DIR REPO_ROOT
 readonly HOST=127.0.0.1
 readonly NODES=3
 readonly BASE="${KAFKA_CLUSTER_PORT_BASE:-32100}"
@@ -103,7 +104,10 @@ start() {
 			sleep 0.1
 		done
 	fi
-	jars="$("$SCRIPT_DIR/kafka-broker.sh" fetch)"
+	"$SCRIPT_DIR/kafka-broker.sh" fetch
+	# Where kafka-broker.sh keeps them (its jars_dir).
+	jars="${KAFKA_CACHE_DIR:-$REPO_ROOT/.cache/kafka}/jars-$(sha256sum "$REPO_ROOT/test/kafka-broker/pom.xml" | cut -c1-12)"
+	[[ -f "$jars/.complete" ]] || die "no Kafka jars in $jars"
 	mkdir -p "$dir/node$id"
 	[[ -f "$dir/cluster-id" ]] || head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$dir/cluster-id"
 	cid="$(<"$dir/cluster-id")"

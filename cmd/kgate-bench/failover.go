@@ -177,6 +177,11 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	if cfg.metadataMinAge > 0 {
 		base = append(base, kgo.MetadataMinAge(cfg.metadataMinAge))
 	}
+	if floor := cfg.retryBackoffMin; floor > 0 {
+		base = append(base, kgo.RetryBackoffFn(func(tries int) time.Duration {
+			return max(floor, min(5*time.Second, 250*time.Millisecond<<max(tries-1, 0)))
+		}))
+	}
 	balancer := kgo.CooperativeStickyBalancer()
 	if cfg.balancer == "range" {
 		balancer = kgo.RangeBalancer() // eager: every rebalance revokes

@@ -29,6 +29,7 @@ type failoverConfig struct {
 	produceInterval time.Duration
 	commitInterval  time.Duration
 	metadataMinAge  time.Duration
+	retryBackoffMin time.Duration
 	restartAfter    time.Duration
 	killEvery       time.Duration
 	balancer        string
@@ -91,6 +92,7 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 	fs.DurationVar(&cfg.commitInterval, "commit-interval", time.Second, "consumers' auto-commit interval")
 	fs.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 0, "clients' metadata min age (0: the client's default, 5s)")
 	fs.DurationVar(&cfg.killEvery, "kill-every", 10*time.Second, "kill no sooner than this after the previous kill (and only once the group is healthy again)")
+	fs.DurationVar(&cfg.retryBackoffMin, "retry-backoff-min", 0, "franz-go clients' least retry backoff (0: the client's default, 250ms doubling)")
 	fs.DurationVar(&cfg.restartAfter, "restart-after", 5*time.Second, "restart the killed node this long after the kill (0: once the clients are back)")
 	fs.StringVar(&cfg.balancer, "balancer", "cooperative-sticky", "consumers' group balancer: cooperative-sticky or range")
 	fs.StringVar(&cfg.client, "client", "franz-go", "consumers' client library, for the report")
