@@ -19,7 +19,9 @@
 #
 # Environment:
 #   FAILOVER_TARGETS      targets, in order (default "kgate kafka")
-#   FAILOVER_CLIENTS      clients, in order (default "franz-go java librdkafka")
+#   FAILOVER_CLIENTS      clients, in order (default "franz-go franz-go-tuned java librdkafka";
+#                         franz-go-tuned is franz-go with the settings docs/operations.md gives:
+#                         MetadataMinAge 250ms, retry backoff at least 500ms)
 #   FAILOVER_KILLS        kills per client against kgate (default 100)
 #   FAILOVER_KAFKA_KILLS  kills per client against Kafka (default 20)
 #   FAILOVER_PYTHON       python with confluent_kafka (default /usr/bin/python3)
@@ -37,7 +39,7 @@ readonly SCRIPT_DIR REPO_ROOT
 cd "$REPO_ROOT"
 
 read -r -a TARGETS <<<"${FAILOVER_TARGETS:-kgate kafka}"
-read -r -a CLIENTS <<<"${FAILOVER_CLIENTS:-franz-go java librdkafka}"
+read -r -a CLIENTS <<<"${FAILOVER_CLIENTS:-franz-go franz-go-tuned java librdkafka}"
 readonly TARGETS CLIENTS
 readonly KILLS="${FAILOVER_KILLS:-100}"
 readonly KAFKA_KILLS="${FAILOVER_KAFKA_KILLS:-20}"
@@ -88,6 +90,7 @@ run_bench() {
 	local -a cargs
 	case "$client" in
 	franz-go) cargs=(-client franz-go) ;;
+	franz-go-tuned) cargs=(-client "franz-go (tuned)" -metadata-min-age 250ms -retry-backoff-min 500ms) ;;
 	java) cargs=(-client java -consumer-cmd "java -cp $JAR kgate.e2e.ClusterConsumer") ;;
 	librdkafka) cargs=(-client librdkafka -consumer-cmd "$PYTHON $REPO_ROOT/test/clients/confluent-kafka-python/cluster_consumer.py") ;;
 	esac
@@ -148,10 +151,10 @@ for t in "${TARGETS[@]}"; do
 done
 for c in "${CLIENTS[@]}"; do
 	case "$c" in
-	franz-go) ;;
+	franz-go | franz-go-tuned) ;;
 	java) [[ -f "$JAR" ]] || die "$JAR missing: make deps" ;;
 	librdkafka) "$PYTHON" -c 'import confluent_kafka' 2>/dev/null || die "$PYTHON has no confluent_kafka: make deps" ;;
-	*) die "unknown client $c (want franz-go, java or librdkafka)" ;;
+	*) die "unknown client $c (want franz-go, franz-go-tuned, java or librdkafka)" ;;
 	esac
 done
 mkdir -p bin
