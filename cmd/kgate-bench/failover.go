@@ -222,7 +222,10 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	}
 
 	f.log.Info("creating topic", "topic", f.topic, "partitions", cfg.partitions)
-	if err := createTopic(ctx, adm, f.topic, cfg.partitions); err != nil {
+	// The cluster's default replication factor: kgate replicates every
+	// partition to all its nodes; the Kafka comparison cluster defaults to
+	// 3 replicas with min.insync.replicas 2.
+	if err := createTopicRF(ctx, adm, f.topic, cfg.partitions, -1); err != nil {
 		return res, err
 	}
 	defer deleteTopic(cleanupCtx, f.log, adm, f.topic)
