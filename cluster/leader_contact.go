@@ -226,17 +226,36 @@ func (n *Node) AwaitServingLeader(ctx context.Context) (NodeInfo, bool) {
 }
 
 // CaughtUp reports whether this node has applied every entry it knows to
-// be committed.
-func (n *Node) CaughtUp() bool { return n.raft.AppliedIndex() >= n.raft.CommitIndex() }
+// be committed. A restarted node starts from its last snapshot with a
+// commit index of 0, and learns the commit index only from the leader's
+// next append (heartbeats carry none, so it may well be in contact
+// before): until then it has not caught up unless its snapshot covers its
+// whole log, or a topic created since the snapshot would look deleted.
+func (n *Node) CaughtUp() bool {
+	return n.knowsCommit() && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+}
+
+func (n *Node) knowsCommit() bool {
+	return n.raft.CommitIndex() > 0 || n.raft.AppliedIndex() >= n.startIndex
+}
 
 // AwaitCaughtUp waits (bounded by ctx) until this node has applied the
 // entries committed when it was called: a node restarted a moment ago
 // replays its log once the leader tells it the commit index, and until
 // then its topics are those of its last snapshot.
 func (n *Node) AwaitCaughtUp(ctx context.Context) bool {
-	target := n.raft.CommitIndex()
 	poll := time.NewTicker(5 * time.Millisecond)
 	defer poll.Stop()
+	for !n.knowsCommit() {
+		select {
+		case <-poll.C:
+		case <-ctx.Done():
+			return false
+		case <-n.stop:
+			return false
+		}
+	}
+	target := n.raft.CommitIndex()
 	for n.raft.AppliedIndex() < target {
 		select {
 		case <-poll.C:

@@ -82,6 +82,7 @@ type Node struct {
 	connClosed atomic.Int64 // unix nanos an inbound Raft connection last ended
 	connEnded  chan struct{}
 	lease      time.Duration // Raft's leader lease
+	startIndex uint64        // the last index of the Raft log at start (see knowsCommit)
 	leader     atomic.Bool   // this node leads and has caught up (barrier done)
 	mu         sync.Mutex
 	watchers   []chan struct{}
@@ -196,6 +197,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.raft = r
+	n.startIndex = r.LastIndex()
 	if f.ClusterID() == "" {
 		n.logClusterID = clusterIDInLog(store)
 	}
