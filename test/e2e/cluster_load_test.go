@@ -396,22 +396,6 @@ type clMemberKind struct {
 type clMemberOpts struct {
 	session, heartbeat, commit time.Duration
 	cooperative                bool // the cooperative-sticky assignor
-	// franzGoFailover: the franz-go settings docs/operations.md gives for
-	// a fast failover (metadata refreshed up to every 250 ms, first retry
-	// after 500 ms): with its defaults a franz-go consumer may end its own
-	// group session when two coordinator lookups in a row dial the killed
-	// node, whatever the servers answer.
-	franzGoFailover bool
-}
-
-// franzGoFailoverOpts are the franz-go settings of clMemberOpts.franzGoFailover.
-func franzGoFailoverOpts() []kgo.Opt {
-	return []kgo.Opt{
-		kgo.MetadataMinAge(250 * time.Millisecond),
-		kgo.RetryBackoffFn(func(tries int) time.Duration {
-			return max(500*time.Millisecond, min(5*time.Second, 250*time.Millisecond<<max(tries-1, 0)))
-		}),
-	}
 }
 
 // args are the options as key=value arguments of the consumer programs.
@@ -462,9 +446,7 @@ func startClKgoMember(t *testing.T, c *kgateCluster, topic, group, name string, 
 	if o.heartbeat > 0 {
 		group0 = append(group0, kgo.HeartbeatInterval(o.heartbeat))
 	}
-	if o.franzGoFailover {
-		group0 = append(group0, franzGoFailoverOpts()...)
-	}
+
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(c.bootstrap()...),
 		kgo.ClientID(name),
