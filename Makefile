@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e e2e-iggy fuzz fuzz-long bench lint deps clean
+.PHONY: build run test unit e2e e2e-iggy fuzz fuzz-long bench failover-bench lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -54,6 +54,12 @@ ifeq ($(BACKEND),iggy)
 else
 	./scripts/bench.sh
 endif
+
+# Leader kills under live consumer groups (franz-go, Java, librdkafka)
+# against three kgate nodes and a three-broker Apache Kafka; see
+# scripts/failover-bench.sh (FAILOVER_KILLS, FAILOVER_KAFKA_KILLS, ...).
+failover-bench: build
+	./scripts/failover-bench.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

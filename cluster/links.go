@@ -40,11 +40,16 @@ type muxStream struct {
 	done  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+	// closed is called when an inbound Raft connection ends; nil: not watched.
+	closed func()
 }
 
 // tcpTransport is the Raft TCP transport with forwarded-request connections
 // split off; tests use one whose network they can cut (Config.transport).
-func tcpTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, *PeerListener, error) {
+//
+// Each inbound Raft connection calls closed when it ends (see
+// noteConnClosed: a follower learns at once that its leader went away).
+func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func()) (*raft.NetworkTransport, *PeerListener, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +61,7 @@ func tcpTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.Netw
 		ln.Close()
 		return nil, nil, errors.New("local bind address is not advertisable")
 	}
-	m := &muxStream{ln: ln, adv: advertise, raftC: make(chan net.Conn), done: make(chan struct{})}
+	m := &muxStream{ln: ln, adv: advertise, raftC: make(chan net.Conn), done: make(chan struct{}), closed: closed}
 	m.peers = &PeerListener{m: m, c: make(chan net.Conn), closed: make(chan struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -106,10 +111,18 @@ func (m *muxStream) classify(nc net.Conn) {
 		return
 	}
 	select {
-	case m.raftC <- &peekedConn{Conn: nc, first: first[:]}:
+	case m.raftC <- m.watch(&peekedConn{Conn: nc, first: first[:]}):
 	case <-m.done:
 		nc.Close()
 	}
+}
+
+// watch makes a Raft connection report its end.
+func (m *muxStream) watch(nc net.Conn) net.Conn {
+	if m.closed == nil {
+		return nc
+	}
+	return &watchedConn{Conn: nc, closed: m.closed}
 }
 
 // Accept gives Raft its connections.

@@ -319,8 +319,8 @@ func stateName(s memberlist.NodeStateType) string {
 	return "unknown"
 }
 
-// Ready reports whether a leader is known and this node has applied the
-// log up to the commit index it knows of.
+// Ready reports whether a leader is known and this node has caught up
+// (CaughtUp).
 func (n *Node) Ready() bool {
 	if n.fsm.Halted() != nil {
 		return false
@@ -328,7 +328,7 @@ func (n *Node) Ready() bool {
 	if _, ok := n.LeaderID(); !ok {
 		return false
 	}
-	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	return n.CaughtUp()
 }
 
 // Replicas returns the voters' node ids and, of those, the ones in contact:

@@ -90,10 +90,17 @@ type Node struct {
 	observed chan raft.Observation // leader changes, for AwaitLeader
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
-	leader   atomic.Bool   // this node leads and has caught up (barrier done)
-	life     *lifecycle    // starts and stops the leader services
-	mu       sync.Mutex
-	watchers []chan struct{}
+	// lastLeader and departed: see noteLeader (guarded by leaderMu).
+	lastLeader raft.ServerID
+	departed   map[int32]time.Time
+	connClosed atomic.Int64 // unix nanos an inbound Raft connection last ended
+	connEnded  chan struct{}
+	lease      time.Duration // Raft's leader lease
+	startIndex uint64        // the last index of the Raft log at start (see knowsCommit)
+	leader     atomic.Bool   // this node leads and has caught up (barrier done)
+	life       *lifecycle    // starts and stops the leader services
+	mu         sync.Mutex
+	watchers   []chan struct{}
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -117,7 +124,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{}),
-		refusedOld: map[int32]bool{}}
+		refusedOld: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -161,7 +168,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.transport != nil {
 		trans, err = cfg.transport(bind, addr, hlog)
 	} else {
-		trans, n.peers, err = tcpTransport(bind, addr, hlog)
+		trans, n.peers, err = tcpTransport(bind, addr, hlog, n.noteConnClosed)
 	}
 	if err != nil {
 		store.Close()
@@ -185,11 +192,15 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	if cfg.LeaderLease > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLease
-	} else if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
-		// Raft refuses a lease longer than the heartbeat timeout; the
-		// default lease (500ms) must shrink with a short heartbeat.
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	} else {
+		// Half the heartbeat timeout: a leader cut off from the others
+		// steps down sooner, and hastenElections can shorten a
+		// follower's heartbeat timeout to this (Raft refuses a heartbeat
+		// timeout shorter than the lease). The leader heartbeats every
+		// tenth of the heartbeat timeout, so this still spans several.
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
 	}
+	n.lease = rc.LeaderLeaseTimeout
 	if cfg.SnapshotEvery > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotEvery
 	}
@@ -213,6 +224,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.raft = r
+	n.startIndex = r.LastIndex()
 	if f.ClusterID() == "" {
 		n.logClusterID = clusterIDInLog(store)
 	}
@@ -241,13 +253,14 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	}))
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() {
 		defer n.wg.Done()
 		n.life.run(n.notify, n.stop)
 	}()
 	go n.watchLeaders()
 	go n.snapshotBySize()
+	go n.hastenElections()
 	return n, nil
 }
 
@@ -293,11 +306,14 @@ func (n *Node) watchLeaders() {
 		case <-n.stop:
 			return
 		case o := <-n.observed:
-			if lo, ok := o.Data.(raft.LeaderObservation); ok && lo.LeaderID != "" && lo.LeaderID != last {
-				if last != "" {
-					n.metrics.leaderChanges.Inc()
+			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				if lo.LeaderID != "" && lo.LeaderID != last {
+					if last != "" {
+						n.metrics.leaderChanges.Inc()
+					}
+					last = lo.LeaderID
 				}
-				last = lo.LeaderID
+				n.noteLeader(lo.LeaderID)
 			}
 			n.leaderMu.Lock()
 			close(n.leaderCh)
@@ -356,7 +372,9 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 	return nil
 }
 
-// transportFunc makes the Raft transport.
+// transportFunc makes the Raft transport: by default TCP with watched
+// inbound Raft connections (tcpTransport); tests use one whose network
+// they can cut (Config.transport).
 type transportFunc func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error)
 
 // clusterID is the FSM's cluster id or, until a restarted node has replayed
@@ -476,8 +494,8 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 }
 
 // LeaderID returns the current leader's node id, if one is known. A
-// follower that has not heard from its leader for a heartbeat timeout
-// reports none: pointing clients at a leader that has just died would send
+// follower that is not in contact with its leader (see inContact) reports
+// none: pointing clients at a leader that has just died would send
 // them into connection-refused retries instead of a clean, retriable
 // COORDINATOR_NOT_AVAILABLE / LEADER_NOT_AVAILABLE while the election runs.
 func (n *Node) LeaderID() (int32, bool) {
@@ -527,7 +545,7 @@ func (n *Node) Brokers() []NodeInfo {
 	}
 	lost := n.lostLeader()
 	for _, m := range n.gossip.snapshot() {
-		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) {
+		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) || n.departedHidden(m) {
 			continue
 		}
 		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
@@ -536,8 +554,8 @@ func (n *Node) Brokers() []NodeInfo {
 	return out
 }
 
-// lostLeader is the id of the leader this follower has not heard from for a
-// heartbeat timeout, or -1. Raft notices a dead leader within a second,
+// lostLeader is the id of the leader this follower is not in contact with
+// (see inContact), or -1. Raft notices a dead leader within a second,
 // gossip only after its suspicion timeout; until then Metadata would keep
 // listing the dead node and clients would keep dialling it.
 func (n *Node) lostLeader() int32 {
@@ -546,7 +564,7 @@ func (n *Node) lostLeader() int32 {
 		return -1
 	}
 	v, err := strconv.Atoi(string(id))
-	if err != nil || int32(v) == n.cfg.NodeID || time.Since(n.raft.LastContact()) <= n.heartbeatTimeout() {
+	if err != nil || int32(v) == n.cfg.NodeID || n.inContact() {
 		return -1
 	}
 	return int32(v)

@@ -31,10 +31,15 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return now(resp)
 	}
-	return later(func() kmsg.Response { return s.fetch(ctx, req) })
+	return later(func() kmsg.Response {
+		s.awaitFetchLeaders(ctx, req)
+		resp := s.fetch(ctx, req)
+		s.addFetchLeaderHints(req, resp)
+		return resp
+	})
 }
 
-func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 	var watches []partitionWatch

@@ -20,10 +20,12 @@ func (s *Server) handleFindCoordinator(ctx context.Context, r *Request) Reply {
 	if len(req.CoordinatorKeys) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	if _, ok := s.cluster.LeaderID(); !ok {
-		// An election is running: answer with its winner rather than
+	if _, ok := s.cluster.ServingLeader(); !ok {
+		// An election is running (or the leader is suspected dead, or
+		// catching up): answer with its winner rather than
 		// COORDINATOR_NOT_AVAILABLE, which franz-go's coordinator lookup
-		// does not retry when its previous try hit the dead node.
+		// does not retry when its previous try hit the dead node, and
+		// which ends a group session once retries outlast it.
 		return later(func() kmsg.Response {
 			s.awaitLeader(ctx)
 			return s.findCoordinator(req)
@@ -44,17 +46,12 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 		if key == "" {
 			return -1, "", -1, kerr.InvalidGroupID, "empty group id"
 		}
-		id, ok := s.cluster.LeaderID()
+		n, ok := s.cluster.ServingLeader()
 		if !ok {
-			return -1, "", -1, kerr.CoordinatorNotAvailable, "no Raft leader"
+			return -1, "", -1, kerr.CoordinatorNotAvailable, "no Raft leader in contact"
 		}
-		for _, n := range s.cluster.Brokers() {
-			if n.ID == id {
-				host, port := brokerAddr(n)
-				return id, host, port, nil, ""
-			}
-		}
-		return -1, "", -1, kerr.CoordinatorNotAvailable, "leader address not known yet"
+		host, port := brokerAddr(n)
+		return n.ID, host, port, nil, ""
 	}
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {

@@ -35,9 +35,16 @@ func (f followerCluster) Brokers() []cluster.NodeInfo {
 }
 func (f followerCluster) LeaderID() (int32, bool)                   { return 1, true }
 func (f followerCluster) AwaitLeader(context.Context) (int32, bool) { return 1, true }
-func (f followerCluster) ClusterID() string                         { return "test" }
-func (f followerCluster) Replicas() (replicas, isr []int32)         { return []int32{1, 2}, []int32{1, 2} }
-func (f followerCluster) PeerListener() net.Listener                { return f.peers }
+func (f followerCluster) ServingLeader() (cluster.NodeInfo, bool)   { return f.leader, true }
+func (f followerCluster) AwaitServingLeader(context.Context) (cluster.NodeInfo, bool) {
+	return f.ServingLeader()
+}
+func (f followerCluster) LeaderEpoch() int32                 { return 1 }
+func (f followerCluster) CaughtUp() bool                     { return true }
+func (f followerCluster) AwaitCaughtUp(context.Context) bool { return true }
+func (f followerCluster) ClusterID() string                  { return "test" }
+func (f followerCluster) Replicas() (replicas, isr []int32)  { return []int32{1, 2}, []int32{1, 2} }
+func (f followerCluster) PeerListener() net.Listener         { return f.peers }
 func (f followerCluster) AppliedIndex() uint64 {
 	if f.applied == nil {
 		return 0
@@ -46,6 +53,14 @@ func (f followerCluster) AppliedIndex() uint64 {
 }
 func (f followerCluster) DialPeer(ctx context.Context, to cluster.NodeInfo) (net.Conn, error) {
 	return f.dial(ctx, to)
+}
+
+// followerOf is node 2's view of a cluster led by leader (node 1), its peer
+// link dialling the leader's Raft port.
+func followerOf(t *testing.T, leader *testNode) followerCluster {
+	info := leader.node.Self()
+	info.KafkaAddr = leader.addr
+	return followerCluster{leader: info, dial: leader.node.DialPeer, peers: listenLoopback(t), applied: leader.node.AppliedIndex}
 }
 
 // followerBackend is a follower's backend: it reads the leader's state (as

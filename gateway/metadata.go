@@ -15,11 +15,16 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 	if len(req.Topics) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	if _, ok := s.cluster.LeaderID(); !ok {
-		// During an election every partition would read LEADER_NOT_AVAILABLE
-		// and clients back off for seconds; wait for the winner instead.
+	if _, ok := s.cluster.ServingLeader(); !ok || !s.cluster.CaughtUp() {
+		// During an election (or while a follower suspects its leader is
+		// gone, or a new leader catches up) every partition would read
+		// LEADER_NOT_AVAILABLE or name a dead node, and clients back off
+		// for their metadata refresh interval (seconds); wait for the
+		// winner instead. A node restarted a moment ago would report the
+		// topics of its last snapshot until it has replayed its log.
 		return later(func() kmsg.Response {
 			s.awaitLeader(ctx)
+			s.awaitCaughtUp(ctx)
 			return s.metadata(ctx, req)
 		})
 	}
@@ -131,7 +136,7 @@ func (s *Server) topicMetadata(t TopicInfo) kmsg.MetadataResponseTopic {
 			leader = -1
 		}
 		mp.Leader = leader
-		mp.LeaderEpoch = 0
+		mp.LeaderEpoch = s.cluster.LeaderEpoch()
 		mp.Replicas, mp.ISR, mp.OfflineReplicas = replicas, isr, offline(replicas, isr)
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -7,15 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// leaderEpoch is the one epoch partitions have: leadership moves with the
-// Raft leader and the log is the same on every voter, so clients never need
-// to truncate.
-const leaderEpoch = 0
-
 func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	self := s.cluster.Self().ID
+	// The leader epoch is the Raft term (Cluster.LeaderEpoch). The log is
+	// the same on every voter and never truncated, so every epoch up to
+	// the current one ends at the log end.
+	leaderEpoch := s.cluster.LeaderEpoch()
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic

@@ -20,6 +20,9 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	// In the handler, not later: the connection's produces must reach the
+	// backend in request order.
+	s.awaitProduceLeaders(ctx, req)
 
 	// Fill every partition's answer up front; batches that pass the checks
 	// are marked pending and filled in when the backend answers.
@@ -88,6 +91,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		return r
 	}
 	if wait == nil {
+		s.addProduceLeaderHints(resp)
 		return now(resp)
 	}
 	return later(func() kmsg.Response {
@@ -99,6 +103,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 				sp.LogStartOffset = res.LogStartOffset
 			}
 		}
+		s.addProduceLeaderHints(resp)
 		return resp
 	})
 }

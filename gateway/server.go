@@ -96,6 +96,20 @@ type Cluster interface {
 	LeaderID() (int32, bool)
 	// AwaitLeader is LeaderID, waiting (bounded by ctx) while an election runs.
 	AwaitLeader(ctx context.Context) (int32, bool)
+	// ServingLeader is the leader to send clients to: known, in contact,
+	// with a known address and done catching up.
+	ServingLeader() (cluster.NodeInfo, bool)
+	// AwaitServingLeader is ServingLeader, waiting (bounded by ctx) while
+	// an election runs or the new leader catches up.
+	AwaitServingLeader(ctx context.Context) (cluster.NodeInfo, bool)
+	// LeaderEpoch is the partitions' leader epoch; it grows with every
+	// election.
+	LeaderEpoch() int32
+	// CaughtUp reports whether this node has applied every entry it knows
+	// to be committed; AwaitCaughtUp waits (bounded by ctx) until it has
+	// applied those committed when called.
+	CaughtUp() bool
+	AwaitCaughtUp(ctx context.Context) bool
 	ClusterID() string
 	// Replicas are the Raft voters; ISR those of them in contact.
 	Replicas() (replicas, isr []int32)
@@ -309,12 +323,21 @@ func (c *conn) handshake(ctx context.Context) bool {
 	return true
 }
 
-// awaitLeader waits, bounded by LeaderWait, for a Raft leader to be known.
+// awaitLeader waits, bounded by LeaderWait, for a leader clients can be
+// sent to (Cluster.ServingLeader).
 func (s *Server) awaitLeader(ctx context.Context) {
-	if _, ok := s.cluster.LeaderID(); ok {
+	if _, ok := s.cluster.ServingLeader(); ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
 	defer cancel()
-	s.cluster.AwaitLeader(ctx)
+	s.cluster.AwaitServingLeader(ctx)
+}
+
+// awaitCaughtUp waits, bounded by LeaderWait, for this node to apply what
+// is committed (a restarted node replaying its log).
+func (s *Server) awaitCaughtUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
+	defer cancel()
+	s.cluster.AwaitCaughtUp(ctx)
 }

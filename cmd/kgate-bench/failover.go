@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,8 +34,13 @@ type failover struct {
 	topic  string
 	group  string
 
+	adm *kadm.Client
+	kcl *kgo.Client // adm's
+	// external consumer programs (-consumer-cmd), when not kgo in process
+	programs []*consumerProgram
+
 	// Used only by the goroutine running the rounds.
-	nodes map[int32]nodeView // by id, from GET /v1/cluster
+	nodes map[int32]nodeView // by id, from GET /v1/cluster (or Metadata, against Kafka)
 	pids  map[int32]int
 	dead  int32 // killed and not ready again; -1 = none
 
@@ -57,19 +61,27 @@ type failover struct {
 	prodErrs    int64
 	prodErr     error
 	consumed    int64
+	acked       map[uint64]bool // sequence numbers acknowledged
+	seen        map[uint64]int  // sequence number → times consumed
+	regressions []string        // committed offsets that went backwards
+	commits     map[int32]int64 // highest committed offset seen, by partition
 }
 
 // failRound is one kill, as measured.
 type failRound struct {
-	N          int     `json:"round"`
-	Killed     int32   `json:"killed_node"`
-	NewLeader  int32   `json:"new_leader"`
-	ElectedMs  float64 `json:"elected_ms"`       // kill → a live node's GET /v1/cluster names a new leader that agrees
-	HBNode     int32   `json:"heartbeat_node"`   // node that answered the first successful heartbeat
-	HBMs       float64 `json:"heartbeat_ms"`     // kill → the group's first successful heartbeat; -1 if none
-	HBAllMs    float64 `json:"heartbeat_all_ms"` // kill → every consumer has had one; -1 if not all
-	RecordMs   float64 `json:"record_ms"`        // kill → first record produced after the kill fetched; -1 if none
-	Rebalances int64   `json:"rebalances"`       // revoke/lost callbacks with partitions, kill to healthy again
+	N         int     `json:"round"`
+	Killed    int32   `json:"killed_node"`
+	NewLeader int32   `json:"new_leader"`
+	ElectedMs float64 `json:"elected_ms"`       // kill → a live node's GET /v1/cluster names a new leader that agrees
+	HBNode    int32   `json:"heartbeat_node"`   // node that answered the first successful heartbeat
+	HBMs      float64 `json:"heartbeat_ms"`     // kill → the group's first successful heartbeat; -1 if none
+	HBAllMs   float64 `json:"heartbeat_all_ms"` // kill → every consumer has had one; -1 if not all
+	RecordMs  float64 `json:"record_ms"`        // kill → first record produced after the kill fetched; -1 if none
+	// Kill → every consumer has fetched a record produced after the kill.
+	RecordAllMs float64 `json:"record_all_ms"`
+	// Kill → the first record produced after the kill is acknowledged.
+	ProducerMs float64 `json:"producer_ms"`
+	Rebalances int64   `json:"rebalances"` // revoke/lost callbacks with partitions, kill to healthy again
 	GenChanges int     `json:"generation_changes"`
 	// SessionErrors counts group sessions the clients ended themselves,
 	// kill to healthy again.
@@ -85,7 +97,11 @@ type failRound struct {
 	hbGot      []bool // per consumer
 	hbLeft     int    // consumers without a successful heartbeat yet
 	gotRec     bool
+	recGot     []bool // per consumer
+	recLeft    int    // consumers without a record produced after the kill
+	gotAck     bool
 	done       chan struct{} // closed once every time is in
+	closed     bool
 }
 
 // nodeView is a node as GET /v1/cluster lists it.
@@ -127,6 +143,9 @@ func runFailoverCmd(args []string, stdout, stderr io.Writer) int {
 		hbErrs:      map[string]int64{},
 		sessionErrs: map[string]int64{},
 		fetchErr:    map[string]int64{},
+		acked:       map[uint64]bool{},
+		seen:        map[uint64]int{},
+		commits:     map[int32]int64{},
 	}
 	res, err := f.run(ctx)
 	if err != nil {
@@ -139,35 +158,33 @@ func runFailoverCmd(args []string, stdout, stderr io.Writer) int {
 
 func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	cfg := f.cfg
-	res := &failoverResult{Label: cfg.label, Brokers: strings.Join(cfg.brokers, ","), Kills: cfg.kills,
+	res := &failoverResult{Label: cfg.label, Client: cfg.client, Brokers: strings.Join(cfg.brokers, ","), Kills: cfg.kills,
 		Partitions: cfg.partitions, Consumers: cfg.consumers, HeartbeatMs: ms(cfg.heartbeat),
 		ProduceIntervalMs: ms(cfg.produceInterval), ServerGenerationStart: -1, ServerGenerationEnd: -1}
 	defer f.fill(res)
 
-	view, err := f.clusterFromAny(ctx, cfg.admin)
-	if err != nil {
-		return res, err
+	logger := kgoLogger{log: f.log.With("component", "kgo"), verbose: cfg.verbose, debug: cfg.clientDebug}
+	named := func(name string) kgo.Opt {
+		l := logger
+		l.log = l.log.With("client", name)
+		return kgo.WithLogger(l)
 	}
-	f.nodes = map[int32]nodeView{}
-	for _, n := range view.Nodes {
-		if _, ok := f.pids[n.ID]; !ok {
-			return res, fmt.Errorf("-pids has no pid for node %d", n.ID)
-		}
-		if n.AdminAddr == "" || n.KafkaAddr == "" {
-			return res, fmt.Errorf("GET /v1/cluster gives node %d no admin or kafka address", n.ID)
-		}
-		f.nodes[n.ID] = n
-	}
-	if len(f.nodes) < 3 {
-		f.log.Warn("fewer than three nodes: a leader kill may leave no quorum", "nodes", len(f.nodes))
-	}
-
-	logger := kgoLogger{log: f.log.With("component", "kgo"), verbose: cfg.verbose}
 	base := []kgo.Opt{
 		kgo.SeedBrokers(cfg.brokers...),
 		kgo.ClientID("kgate-bench-failover"),
-		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.WithLogger(logger),
+	}
+	if cfg.metadataMinAge > 0 {
+		base = append(base, kgo.MetadataMinAge(cfg.metadataMinAge))
+	}
+	if floor := cfg.retryBackoffMin; floor > 0 {
+		base = append(base, kgo.RetryBackoffFn(func(tries int) time.Duration {
+			return max(floor, min(5*time.Second, 250*time.Millisecond<<max(tries-1, 0)))
+		}))
+	}
+	balancer := kgo.CooperativeStickyBalancer()
+	if cfg.balancer == "range" {
+		balancer = kgo.RangeBalancer() // eager: every rebalance revokes
 	}
 	admCl, err := kgo.NewClient(base...)
 	if err != nil {
@@ -175,10 +192,40 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	}
 	adm := kadm.NewClient(admCl)
 	defer adm.Close()
+	f.adm, f.kcl = adm, admCl
 	cleanupCtx := context.WithoutCancel(ctx)
 
+	f.nodes = map[int32]nodeView{}
+	if f.kafka() {
+		if err := f.kafkaNodes(ctx); err != nil {
+			return res, err
+		}
+	} else {
+		view, err := f.clusterFromAny(ctx, cfg.admin)
+		if err != nil {
+			return res, err
+		}
+		for _, n := range view.Nodes {
+			if n.AdminAddr == "" || n.KafkaAddr == "" {
+				return res, fmt.Errorf("GET /v1/cluster gives node %d no admin or kafka address", n.ID)
+			}
+			f.nodes[n.ID] = n
+		}
+	}
+	for id := range f.nodes {
+		if _, ok := f.pids[id]; !ok {
+			return res, fmt.Errorf("-pids has no pid for node %d", id)
+		}
+	}
+	if len(f.nodes) < 3 {
+		f.log.Warn("fewer than three nodes: a leader kill may leave no quorum", "nodes", len(f.nodes))
+	}
+
 	f.log.Info("creating topic", "topic", f.topic, "partitions", cfg.partitions)
-	if err := createTopic(ctx, adm, f.topic, cfg.partitions); err != nil {
+	// The cluster's default replication factor: kgate replicates every
+	// partition to all its nodes; the Kafka comparison cluster defaults to
+	// 3 replicas with min.insync.replicas 2.
+	if err := createTopicRF(ctx, adm, f.topic, cfg.partitions, -1); err != nil {
 		return res, err
 	}
 	defer deleteTopic(cleanupCtx, f.log, adm, f.topic)
@@ -193,6 +240,10 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 		f.mu.Unlock()
 		cancel()
 		wg.Wait()
+		for _, p := range f.programs {
+			p.stop(30 * time.Second)
+		}
+		f.programs = nil
 		for _, cl := range clients {
 			cl.Close()
 		}
@@ -203,21 +254,38 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 		deleteGroups(cleanupCtx, f.log, adm, []string{f.group})
 	}()
 
-	prod, err := kgo.NewClient(append(slices.Clone(base), kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	prod, err := kgo.NewClient(append(slices.Clone(base), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), named("producer"))...)
 	if err != nil {
 		return res, fmt.Errorf("producer client: %w", err)
 	}
 	clients = append(clients, prod)
-	wg.Go(func() { f.produce(runCtx, prod) })
+	prodCtx, stopProducer := context.WithCancel(runCtx)
+	defer stopProducer()
+	var prodWG sync.WaitGroup
+	prodWG.Go(func() { f.produce(prodCtx, prod) })
+	wg.Go(func() { f.watchCommits(runCtx, adm) })
 
 	consumers := make([]*kgo.Client, cfg.consumers)
+	if cfg.consumerCmd != "" {
+		consumers = nil
+		for i := range cfg.consumers {
+			p, err := f.startProgram(i)
+			if err != nil {
+				return res, err
+			}
+			f.programs = append(f.programs, p)
+		}
+	}
 	for i := range consumers {
 		cl, err := kgo.NewClient(append(slices.Clone(base),
 			kgo.Dialer(sniffDialer(func(addr string, code int16, at time.Time) { f.onHeartbeat(i, addr, code, at) })),
 			kgo.WithHooks(sessionErrHook{f}),
 			kgo.ConsumerGroup(f.group),
 			kgo.ConsumeTopics(f.topic),
-			kgo.Balancers(kgo.RangeBalancer()), // eager: every rebalance revokes
+			kgo.Balancers(balancer),
+			named(fmt.Sprintf("consumer-%d", i)),
+			kgo.AutoCommitInterval(cfg.commitInterval),
 			kgo.HeartbeatInterval(cfg.heartbeat),
 			kgo.SessionTimeout(cfg.session),
 			kgo.RebalanceTimeout(cfg.rebalance),
@@ -230,7 +298,7 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 		}
 		clients = append(clients, cl)
 		consumers[i] = cl
-		wg.Go(func() { f.consume(runCtx, cl) })
+		wg.Go(func() { f.consume(runCtx, i, cl) })
 	}
 
 	f.log.Info("waiting for the group to be Stable and consuming", "group", f.group)
@@ -238,16 +306,21 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("initial: %w", err)
 	}
-	gens0 := generations(consumers)
+	gens0 := f.generations(consumers)
 	res.ServerGenerationStart = f.serverGeneration(ctx)
 	f.mu.Lock()
 	f.counting = true
 	f.mu.Unlock()
 
+	var next time.Time
 	for n := 1; n <= cfg.kills && ctx.Err() == nil; n++ {
+		if !sleepCtx(ctx, time.Until(next)) {
+			break
+		}
 		r, err := f.round(ctx, adm, consumers, n)
 		if r != nil {
 			res.Rounds = append(res.Rounds, *r)
+			next = r.killAt.Add(cfg.killEvery)
 		}
 		if err != nil {
 			return res, fmt.Errorf("round %d: %w", n, err)
@@ -256,8 +329,11 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	stopProducer()
+	prodWG.Wait()
+	f.drain(ctx, prod, res)
 
-	gens1 := generations(consumers)
+	gens1 := f.generations(consumers)
 	for i := range gens0 {
 		res.GenerationChanges = max(res.GenerationChanges, int(gens1[i]-gens0[i]))
 	}
@@ -279,10 +355,16 @@ func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo
 	if err := syscall.Kill(pid, 0); err != nil {
 		return nil, fmt.Errorf("leader node %d (pid %d) is not running: %w", leader, pid, err)
 	}
-	gens0 := generations(consumers)
+	gens0 := f.generations(consumers)
+	hbLeft := f.cfg.consumers
+	if len(f.programs) > 0 {
+		hbLeft = 0 // heartbeats are seen only in process
+	}
 	r := &failRound{N: n, Killed: leader, NewLeader: -1, ElectedMs: -1, HBNode: -1, HBMs: -1, HBAllMs: -1, RecordMs: -1,
+		RecordAllMs: -1, ProducerMs: -1,
 		killedAddr: f.nodes[leader].KafkaAddr, HeartbeatErrors: map[string]int64{},
-		hbGot: make([]bool, f.cfg.consumers), hbLeft: f.cfg.consumers, done: make(chan struct{})}
+		hbGot: make([]bool, f.cfg.consumers), hbLeft: hbLeft,
+		recGot: make([]bool, f.cfg.consumers), recLeft: f.cfg.consumers, done: make(chan struct{})}
 
 	f.mu.Lock()
 	callbacks0 := f.revoked + f.lost
@@ -299,14 +381,45 @@ func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo
 	}
 	f.dead = leader
 
-	// Meanwhile, time the election as the admin API sees it.
+	// Meanwhile, time the election as the admin API sees it, and restart
+	// the killed node -restart-after the kill, as an operator's supervisor
+	// would, whether or not the clients are back by then.
 	timer := time.NewTimer(f.cfg.roundTimeout)
 	poll := time.NewTicker(50 * time.Millisecond)
+	var restartC <-chan time.Time
+	if f.cfg.restartAfter > 0 {
+		rt := time.NewTimer(f.cfg.restartAfter)
+		defer rt.Stop()
+		restartC = rt.C
+	}
+	restarted := false
+	var restartedAt time.Time
+	restart := func() error {
+		restarted, restartedAt = true, time.Now()
+		newPID, err := f.restartNode(ctx, leader)
+		if err != nil {
+			return fmt.Errorf("restart node %d: %w", leader, err)
+		}
+		f.pids[leader] = newPID
+		return nil
+	}
+	done := r.done
 wait:
 	for {
 		select {
-		case <-r.done:
-			break wait
+		case <-restartC:
+			restartC = nil
+			if err := restart(); err != nil {
+				return r, err
+			}
+			if done == nil {
+				break wait
+			}
+		case <-done:
+			done = nil
+			if restartC == nil {
+				break wait
+			}
 		case <-timer.C:
 			break wait
 		case <-ctx.Done():
@@ -329,8 +442,11 @@ wait:
 	if r.hbLeft > 0 {
 		missing = append(missing, fmt.Sprintf("successful heartbeat from %d of %d consumers", r.hbLeft, f.cfg.consumers))
 	}
-	if !r.gotRec {
-		missing = append(missing, "record produced after the kill")
+	if r.recLeft > 0 {
+		missing = append(missing, fmt.Sprintf("record produced after the kill fetched by %d of %d consumers", r.recLeft, f.cfg.consumers))
+	}
+	if !r.gotAck {
+		missing = append(missing, "acknowledgement of a record produced after the kill")
 	}
 	f.mu.Unlock()
 	if ctx.Err() != nil {
@@ -354,18 +470,17 @@ wait:
 		}
 	}
 	f.log.Info("leader killed", "round", n, "elected_ms", r.ElectedMs, "heartbeat_ms", r.HBMs, "heartbeat_all_ms", r.HBAllMs,
-		"record_ms", r.RecordMs, "new_leader", r.NewLeader, "heartbeat_node", r.HBNode)
+		"record_ms", r.RecordMs, "record_all_ms", r.RecordAllMs, "producer_ms", r.ProducerMs, "new_leader", r.NewLeader, "heartbeat_node", r.HBNode)
 
-	restarted := time.Now()
-	newPID, err := f.restartNode(ctx, leader)
-	if err != nil {
-		return r, fmt.Errorf("restart node %d: %w", leader, err)
+	if !restarted {
+		if err := restart(); err != nil {
+			return r, err
+		}
 	}
-	f.pids[leader] = newPID
 	if err := f.waitReady(ctx, leader); err != nil {
 		return r, err
 	}
-	r.RestartS = time.Since(restarted).Seconds()
+	r.RestartS = time.Since(restartedAt).Seconds()
 	f.dead = -1
 	if _, err := f.waitHealthy(ctx, adm); err != nil {
 		return r, fmt.Errorf("after restarting node %d: %w", leader, err)
@@ -374,7 +489,7 @@ wait:
 		return r, ctx.Err()
 	}
 
-	gens1 := generations(consumers)
+	gens1 := f.generations(consumers)
 	f.mu.Lock()
 	r.Rebalances = f.revoked + f.lost - callbacks0
 	r.SessionErrors = sum(f.sessionErrs) - sessionErrs0
@@ -392,12 +507,20 @@ wait:
 func (f *failover) produce(ctx context.Context, cl *kgo.Client) {
 	tick := time.NewTicker(f.cfg.produceInterval)
 	defer tick.Stop()
-	promise := func(_ *kgo.Record, err error) {
+	promise := func(rec *kgo.Record, err error) {
+		at := time.Now()
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		switch {
 		case err == nil:
 			f.produced++
+			produced, seq, _ := parseValue(string(rec.Value))
+			f.acked[seq] = true
+			if r := f.cur; r != nil && !r.gotAck && produced >= r.killAt.UnixNano() {
+				r.gotAck = true
+				r.ProducerMs = ms(at.Sub(r.killAt))
+				f.maybeDoneLocked(r)
+			}
 		case ctx.Err() == nil:
 			f.prodErrs++
 			if f.prodErr == nil {
@@ -411,16 +534,20 @@ func (f *failover) produce(ctx context.Context, cl *kgo.Client) {
 		case <-ctx.Done():
 			return
 		}
-		v := make([]byte, 16)
-		binary.BigEndian.PutUint64(v, uint64(time.Now().UnixNano()))
-		binary.BigEndian.PutUint64(v[8:], seq)
-		cl.Produce(ctx, &kgo.Record{Topic: f.topic, Value: v}, promise)
+		// Text, for the consumer programs: produced-at (unix nanos) and
+		// a sequence number.
+		v := []byte(fmt.Sprintf("%d-%d", time.Now().UnixNano(), seq))
+		// Round robin, so that every consumer has records to fetch.
+		part := int32(seq % uint64(f.cfg.partitions))
+		// Not ctx: a record handed to the client is acknowledged or
+		// failed by the client itself, also after the producing stops.
+		cl.Produce(context.WithoutCancel(ctx), &kgo.Record{Topic: f.topic, Partition: part, Value: v}, promise)
 	}
 }
 
 // consume polls until ctx ends, timing the first record produced after a
 // kill.
-func (f *failover) consume(ctx context.Context, cl *kgo.Client) {
+func (f *failover) consume(ctx context.Context, i int, cl *kgo.Client) {
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -431,21 +558,43 @@ func (f *failover) consume(ctx context.Context, cl *kgo.Client) {
 		fetches.EachError(func(_ string, _ int32, err error) {
 			f.fetchErr[err.Error()]++
 		})
-		fetches.EachRecord(func(rec *kgo.Record) {
-			f.consumed++
-			f.lastRec = now
-			if len(rec.Value) < 8 {
-				return
-			}
-			produced := int64(binary.BigEndian.Uint64(rec.Value))
-			if r := f.cur; r != nil && !r.gotRec && produced >= r.killAt.UnixNano() {
-				r.gotRec = true
-				r.RecordMs = ms(now.Sub(r.killAt))
-				f.maybeDoneLocked(r)
-			}
-		})
+		fetches.EachRecord(func(rec *kgo.Record) { f.onRecordLocked(i, string(rec.Value), now) })
 		f.mu.Unlock()
 	}
+}
+
+// parseValue reads a record value the producer wrote.
+func parseValue(v string) (producedNs int64, seq uint64, ok bool) {
+	a, b, found := strings.Cut(v, "-")
+	ns, err1 := strconv.ParseInt(a, 10, 64)
+	s, err2 := strconv.ParseUint(b, 10, 64)
+	return ns, s, found && err1 == nil && err2 == nil
+}
+
+// onRecordLocked counts a record consumer i fetched at now.
+func (f *failover) onRecordLocked(i int, value string, now time.Time) {
+	f.consumed++
+	f.lastRec = now
+	produced, seq, ok := parseValue(value)
+	if !ok {
+		return
+	}
+	f.seen[seq]++
+	r := f.cur
+	if r == nil || produced < r.killAt.UnixNano() {
+		return
+	}
+	if !r.gotRec {
+		r.gotRec = true
+		r.RecordMs = ms(now.Sub(r.killAt))
+	}
+	if !r.recGot[i] {
+		r.recGot[i] = true
+		if r.recLeft--; r.recLeft == 0 {
+			r.RecordAllMs = ms(now.Sub(r.killAt))
+		}
+	}
+	f.maybeDoneLocked(r)
 }
 
 // onHeartbeat is told of every heartbeat answer consumer i reads.
@@ -482,8 +631,9 @@ func (f *failover) onHeartbeat(i int, addr string, code int16, at time.Time) {
 }
 
 func (f *failover) maybeDoneLocked(r *failRound) {
-	if r.hbLeft == 0 && r.gotRec {
+	if r.hbLeft == 0 && r.recLeft == 0 && r.gotAck && !r.closed {
 		close(r.done)
+		r.closed = true
 	}
 }
 
@@ -569,6 +719,9 @@ func (f *failover) flowing() string {
 		return fmt.Sprintf("%d of %d partitions assigned", total, f.cfg.partitions)
 	}
 	for i, t := range f.lastHB {
+		if len(f.programs) > 0 {
+			break // heartbeats are seen only in process
+		}
 		if time.Since(t) > fresh+f.cfg.heartbeat {
 			return fmt.Sprintf("no recent successful heartbeat from consumer %d", i)
 		}
@@ -602,7 +755,16 @@ func (f *failover) describe(ctx context.Context, adm *kadm.Client) ([]string, er
 	return ids, nil
 }
 
-func generations(consumers []*kgo.Client) []int32 {
+// generations is each consumer's group generation: kgo's, or for a
+// consumer program the count of its rebalance events.
+func (f *failover) generations(consumers []*kgo.Client) []int32 {
+	if len(f.programs) > 0 {
+		out := make([]int32, len(f.programs))
+		for i, p := range f.programs {
+			out[i] = int32(p.rebalances())
+		}
+		return out
+	}
 	out := make([]int32, len(consumers))
 	for i, cl := range consumers {
 		_, out[i] = cl.GroupMetadata()
@@ -638,6 +800,9 @@ func (f *failover) leader(ctx context.Context, exclude int32) (int32, error) {
 // tryLeader returns the leader's node id if a live node names one other
 // than exclude and the leader itself agrees.
 func (f *failover) tryLeader(ctx context.Context, exclude int32) (int32, bool) {
+	if f.kafka() {
+		return f.kafkaCoordinator(ctx, exclude)
+	}
 	for _, addr := range f.live() {
 		v, err := f.cluster(ctx, addr)
 		if err != nil || v.LeaderID == nil || *v.LeaderID == exclude || *v.LeaderID == f.dead {
@@ -676,6 +841,9 @@ func (f *failover) cluster(ctx context.Context, addr string) (clusterJSON, error
 // serverGeneration is the group's generation in the replicated state, from
 // GET /v1/groups on a live node; -1 if unknown.
 func (f *failover) serverGeneration(ctx context.Context) int32 {
+	if f.kafka() {
+		return -1
+	}
 	var v struct {
 		Groups []struct {
 			Group      string `json:"group"`
@@ -715,6 +883,14 @@ func (f *failover) getJSON(ctx context.Context, addr, path string, v any) error 
 func (f *failover) waitReady(ctx context.Context, id int32) error {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.readyTimeout)
 	defer cancel()
+	for f.kafka() {
+		if f.kafkaReady(ctx, id) {
+			return nil
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("node %d not ready after %v", id, f.cfg.readyTimeout)
+		}
+	}
 	url := "http://" + f.nodes[id].AdminAddr + "/readyz"
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -768,8 +944,18 @@ func (f *failover) fill(res *failoverResult) {
 	if f.prodErr != nil {
 		res.FirstProduceError = f.prodErr.Error()
 	}
-	var elected, hb, hbAll, rec []float64
+	res.Regressions = slices.Clone(f.regressions)
+	var elected, hb, hbAll, rec, recAll, prod []float64
 	for _, r := range res.Rounds {
+		if r.RecordAllMs >= 0 {
+			recAll = append(recAll, r.RecordAllMs)
+		}
+		if r.ProducerMs >= 0 {
+			prod = append(prod, r.ProducerMs)
+		}
+		if r.GenChanges > 0 || r.SessionErrors > 0 || r.Rebalances > 0 {
+			res.RoundsChanged++
+		}
 		if r.ElectedMs >= 0 {
 			elected = append(elected, r.ElectedMs)
 		}
@@ -790,6 +976,8 @@ func (f *failover) fill(res *failoverResult) {
 	res.HeartbeatP50Ms, res.HeartbeatP99Ms, res.HeartbeatMaxMs = sampleQuantiles(hb)
 	res.HeartbeatAllP50Ms, res.HeartbeatAllP99Ms, res.HeartbeatAllMaxMs = sampleQuantiles(hbAll)
 	res.RecordP50Ms, res.RecordP99Ms, res.RecordMaxMs = sampleQuantiles(rec)
+	res.RecordAllP50Ms, res.RecordAllP99Ms, res.RecordAllMaxMs = sampleQuantiles(recAll)
+	res.ProducerP50Ms, res.ProducerP99Ms, res.ProducerMaxMs = sampleQuantiles(prod)
 }
 
 // sampleQuantiles returns p50, p99 (nearest rank) and the max of xs.
@@ -803,4 +991,60 @@ func sampleQuantiles(xs []float64) (p50, p99, maxv float64) {
 		return s[min(max(i, 0), len(s)-1)]
 	}
 	return rank(0.5), rank(0.99), s[len(s)-1]
+}
+
+// watchCommits samples the group's committed offsets until ctx ends and
+// notes every one that goes backwards.
+func (f *failover) watchCommits(ctx context.Context, adm *kadm.Client) {
+	for sleepCtx(ctx, 250*time.Millisecond) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := adm.FetchOffsets(rctx, f.group)
+		cancel()
+		if err != nil || resp.Error() != nil {
+			continue
+		}
+		f.mu.Lock()
+		resp.Each(func(o kadm.OffsetResponse) {
+			if o.Topic != f.topic {
+				return
+			}
+			if high, ok := f.commits[o.Partition]; ok && o.At < high {
+				f.regressions = append(f.regressions, fmt.Sprintf("partition %d: %d after %d", o.Partition, o.At, high))
+			}
+			f.commits[o.Partition] = max(f.commits[o.Partition], o.At)
+		})
+		f.mu.Unlock()
+	}
+}
+
+// drain waits for the producer's last records and for the consumers to
+// fetch every acknowledged record, then counts the missing and duplicated.
+func (f *failover) drain(ctx context.Context, prod *kgo.Client, res *failoverResult) {
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := prod.Flush(fctx); err != nil {
+		f.log.Warn("producer flush", "err", err)
+	}
+	count := func() (missing, dups int64) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for seq := range f.acked {
+			if f.seen[seq] == 0 {
+				missing++
+			}
+		}
+		for _, n := range f.seen {
+			if n > 1 {
+				dups++
+			}
+		}
+		return missing, dups
+	}
+	for {
+		missing, dups := count()
+		res.Missing, res.Duplicates = missing, dups
+		if missing == 0 || !sleepCtx(fctx, 100*time.Millisecond) {
+			return
+		}
+	}
 }

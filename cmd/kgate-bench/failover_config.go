@@ -27,30 +27,44 @@ type failoverConfig struct {
 	session         time.Duration
 	rebalance       time.Duration
 	produceInterval time.Duration
+	commitInterval  time.Duration
+	metadataMinAge  time.Duration
+	retryBackoffMin time.Duration
+	restartAfter    time.Duration
+	killEvery       time.Duration
+	balancer        string
+	consumerCmd     string
+	client          string
 	roundTimeout    time.Duration
 	readyTimeout    time.Duration
 	settle          time.Duration
 
-	json    bool
-	verbose bool
+	json        bool
+	verbose     bool
+	clientDebug bool
 }
 
-const failoverUsage = `kgate-bench failover: kill the kgate leader under a live consumer group.
+const failoverUsage = `kgate-bench failover: kill the leader under a live consumer group.
 
-Against a kgate cluster it runs -consumers real kgo group consumers (classic
-protocol, eager range balancer) on a -partitions topic while a producer
-writes a timestamped record every -produce-interval. Then, -kills times:
-it finds the leader with GET /v1/cluster on an admin address, SIGKILLs its
-process (-pids), and measures the time from the kill until
-  (a) the group's first successful Heartbeat answered by another node, and
-  (b) the first record produced after the kill is fetched;
-then it runs -restart for the killed node, waits for its /readyz and for the
-group to be Stable and consuming again. Rebalances are counted from the
-consumers' OnPartitionsRevoked/OnPartitionsLost callbacks, their generations
-(kgo GroupMetadata, and /v1/groups on the admin port: DescribeGroups carries
-no generation) and DescribeGroups' member list. The target is zero.
+Against a kgate cluster (or, with -admin "", an Apache Kafka cluster) it runs
+-consumers group consumers (franz-go in process, or -consumer-cmd programs
+such as test/clients' Java ClusterConsumer or cluster_consumer.py) on a
+-partitions topic while a producer writes a timestamped record every
+-produce-interval, round robin. Then, -kills times, -kill-every apart: it
+finds the leader (GET /v1/cluster; against Kafka the group's coordinator,
+by FindCoordinator), SIGKILLs its process (-pids), runs -restart for it
+-restart-after later, and measures from the kill until
+  (a) a new leader (coordinator) is named,
+  (b) a record produced after the kill is acknowledged (producer back),
+  (c) every consumer has fetched a record produced after the kill, and
+  (d) for franz-go, every consumer's heartbeat succeeds on another node.
+Kills after which a member's generation changed, a rebalance callback ran
+or a client ended its group session are counted; at the end, acknowledged
+records never consumed, records consumed twice and committed offsets seen
+going backwards. The target for all of these is zero.
 
 Usage: kgate-bench failover -brokers ... -admin ... -pids ... -restart ... [flags]
+       kgate-bench failover-summary RESULT.json...   (results of -json runs, one table)
 
 `
 
@@ -64,7 +78,7 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&brokers, "brokers", "127.0.0.1:9092,127.0.0.1:9094,127.0.0.1:9096", "comma-separated bootstrap `addresses` of the cluster")
-	fs.StringVar(&admin, "admin", "127.0.0.1:9391,127.0.0.1:9392,127.0.0.1:9393", "comma-separated admin HTTP `addresses`; any live one is asked for GET /v1/cluster")
+	fs.StringVar(&admin, "admin", "127.0.0.1:9391,127.0.0.1:9392,127.0.0.1:9393", "comma-separated admin HTTP `addresses`; any live one is asked for GET /v1/cluster. Empty: the target is Apache Kafka, and the node killed is the group's coordinator")
 	fs.StringVar(&pids, "pids", "", "node id to process id `map`, e.g. 1=1234,2=1235,3=1236")
 	fs.StringVar(&cfg.restart, "restart", "", "shell `command` that restarts a killed node: {id} is replaced by its node id; it must start the node in the background and print its pid as the last line of its output")
 	fs.IntVar(&cfg.kills, "kills", 20, "leader kills")
@@ -73,8 +87,16 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 	fs.StringVar(&cfg.groupPrefix, "group-prefix", "kgate-bench-failover", "prefix of the group id (a random suffix is added)")
 	fs.IntVar(&cfg.partitions, "partitions", 6, "partitions of the topic")
 	fs.IntVar(&cfg.consumers, "consumers", 3, "group consumers")
-	fs.DurationVar(&cfg.heartbeat, "heartbeat", 500*time.Millisecond, "consumers' heartbeat interval (kgo.HeartbeatInterval)")
-	fs.DurationVar(&cfg.session, "session-timeout", 45*time.Second, "consumers' session timeout")
+	fs.DurationVar(&cfg.heartbeat, "heartbeat", time.Second, "consumers' heartbeat interval (kgo.HeartbeatInterval)")
+	fs.DurationVar(&cfg.session, "session-timeout", 6*time.Second, "consumers' session timeout")
+	fs.DurationVar(&cfg.commitInterval, "commit-interval", time.Second, "consumers' auto-commit interval")
+	fs.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 0, "clients' metadata min age (0: the client's default, 5s)")
+	fs.DurationVar(&cfg.killEvery, "kill-every", 10*time.Second, "kill no sooner than this after the previous kill (and only once the group is healthy again)")
+	fs.DurationVar(&cfg.retryBackoffMin, "retry-backoff-min", 0, "franz-go clients' least retry backoff (0: the client's default, 250ms doubling)")
+	fs.DurationVar(&cfg.restartAfter, "restart-after", 5*time.Second, "restart the killed node this long after the kill (0: once the clients are back)")
+	fs.StringVar(&cfg.balancer, "balancer", "cooperative-sticky", "consumers' group balancer: cooperative-sticky or range")
+	fs.StringVar(&cfg.client, "client", "franz-go", "consumers' client library, for the report")
+	fs.StringVar(&cfg.consumerCmd, "consumer-cmd", "", "run each consumer as this program (test/clients' ClusterConsumer or cluster_consumer.py) instead of franz-go in process")
 	fs.DurationVar(&cfg.rebalance, "rebalance-timeout", 60*time.Second, "consumers' rebalance timeout")
 	fs.DurationVar(&cfg.produceInterval, "produce-interval", 5*time.Millisecond, "the producer writes one record every this long")
 	fs.DurationVar(&cfg.roundTimeout, "round-timeout", 60*time.Second, "give up waiting for (a) and (b) after a kill after this long")
@@ -82,6 +104,7 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "pause once everything is healthy again before the next kill")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&cfg.verbose, "v", false, "verbose logging, including the Kafka client's")
+	fs.BoolVar(&cfg.clientDebug, "client-debug", false, "with -v, the Kafka clients' debug logs too")
 	if err := fs.Parse(args); err != nil {
 		return failoverConfig{}, err
 	}
@@ -92,8 +115,10 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 	if cfg.brokers, err = splitList(brokers); err != nil {
 		return failoverConfig{}, fmt.Errorf("-brokers: %w", err)
 	}
-	if cfg.admin, err = splitList(admin); err != nil {
-		return failoverConfig{}, fmt.Errorf("-admin: %w", err)
+	if admin != "" {
+		if cfg.admin, err = splitList(admin); err != nil {
+			return failoverConfig{}, fmt.Errorf("-admin: %w", err)
+		}
 	}
 	if cfg.pids, err = parsePIDs(pids); err != nil {
 		return failoverConfig{}, fmt.Errorf("-pids: %w", err)
@@ -105,6 +130,10 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 		return failoverConfig{}, errors.New("-kills must be at least 1")
 	case cfg.partitions < 1 || cfg.consumers < 1:
 		return failoverConfig{}, errors.New("-partitions and -consumers must be at least 1")
+	case cfg.balancer != "cooperative-sticky" && cfg.balancer != "range":
+		return failoverConfig{}, fmt.Errorf("-balancer %q: want cooperative-sticky or range", cfg.balancer)
+	case cfg.commitInterval <= 0 || cfg.metadataMinAge < 0 || cfg.restartAfter < 0:
+		return failoverConfig{}, errors.New("durations must be positive")
 	case cfg.heartbeat <= 0 || cfg.session <= 0 || cfg.rebalance <= 0 || cfg.produceInterval <= 0 ||
 		cfg.roundTimeout <= 0 || cfg.readyTimeout <= 0 || cfg.settle < 0:
 		return failoverConfig{}, errors.New("durations must be positive")

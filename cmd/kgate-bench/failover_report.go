@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 )
 
 // failoverResult is the outcome of a failover run.
 type failoverResult struct {
 	Label             string  `json:"label"`
+	Client            string  `json:"client"`
 	Brokers           string  `json:"brokers"`
 	Kills             int     `json:"kills"`
 	Partitions        int     `json:"partitions"`
@@ -35,6 +38,21 @@ type failoverResult struct {
 	RecordP50Ms float64 `json:"record_p50_ms"`
 	RecordP99Ms float64 `json:"record_p99_ms"`
 	RecordMaxMs float64 `json:"record_max_ms"`
+	// Kill → every consumer fetched a record produced after the kill.
+	RecordAllP50Ms float64 `json:"record_all_p50_ms"`
+	RecordAllP99Ms float64 `json:"record_all_p99_ms"`
+	RecordAllMaxMs float64 `json:"record_all_max_ms"`
+	// Kill → a record produced after the kill acknowledged.
+	ProducerP50Ms float64 `json:"producer_p50_ms"`
+	ProducerP99Ms float64 `json:"producer_p99_ms"`
+	ProducerMaxMs float64 `json:"producer_max_ms"`
+	// Rounds after which a member or a generation changed.
+	RoundsChanged int `json:"rounds_members_changed"`
+	// Acknowledged records never consumed, records consumed more than
+	// once, committed offsets seen going backwards.
+	Missing     int64    `json:"missing"`
+	Duplicates  int64    `json:"duplicates"`
+	Regressions []string `json:"commit_regressions"`
 
 	// Rebalances: callbacks that took partitions away, consumer generation
 	// changes (max over consumers) and the server's generation.
@@ -61,10 +79,10 @@ type failoverResult struct {
 
 func writeFailoverTable(w io.Writer, r *failoverResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tkilled\tnew leader\telected ms\theartbeat ms\tall heartbeats ms\trecord ms\trevoke+lost callbacks\tgen changes\tclient session errors\trestart→ready s\tnote\t")
+	fmt.Fprintln(tw, "round\tkilled\tnew leader\telected ms\tproducer ms\theartbeat ms\tall heartbeats ms\trecord ms\tall consumers ms\trevoke+lost callbacks\tgen changes\tclient session errors\trestart→ready s\tnote\t")
 	for _, x := range r.Rounds {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.1f\t%s\t\n", x.N, x.Killed, x.NewLeader, x.ElectedMs, x.HBMs, x.HBAllMs,
-			x.RecordMs, x.Rebalances, x.GenChanges, x.SessionErrors, x.RestartS, x.Error)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.1f\t%s\t\n", x.N, x.Killed, x.NewLeader, x.ElectedMs, x.ProducerMs, x.HBMs, x.HBAllMs,
+			x.RecordMs, x.RecordAllMs, x.Rebalances, x.GenChanges, x.SessionErrors, x.RestartS, x.Error)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -81,7 +99,11 @@ func writeFailoverTable(w io.Writer, r *failoverResult) error {
 	row("kill → new leader named p50/p99/max ms", "%.0f / %.0f / %.0f", r.ElectedP50Ms, r.ElectedP99Ms, r.ElectedMaxMs)
 	row("kill → first heartbeat ok p50/p99/max ms", "%.0f / %.0f / %.0f", r.HeartbeatP50Ms, r.HeartbeatP99Ms, r.HeartbeatMaxMs)
 	row("kill → all consumers' heartbeat ok p50/p99/max ms", "%.0f / %.0f / %.0f", r.HeartbeatAllP50Ms, r.HeartbeatAllP99Ms, r.HeartbeatAllMaxMs)
+	row("kill → new record acknowledged p50/p99/max ms", "%.0f / %.0f / %.0f", r.ProducerP50Ms, r.ProducerP99Ms, r.ProducerMaxMs)
 	row("kill → new record fetched p50/p99/max ms", "%.0f / %.0f / %.0f", r.RecordP50Ms, r.RecordP99Ms, r.RecordMaxMs)
+	row("kill → every consumer fetching p50/p99/max ms", "%.0f / %.0f / %.0f", r.RecordAllP50Ms, r.RecordAllP99Ms, r.RecordAllMaxMs)
+	row("kills with members or generation changed", "%d of %d", r.RoundsChanged, len(r.Rounds))
+	row("missing / duplicated / commits backwards", "%d / %d / %d %s", r.Missing, r.Duplicates, len(r.Regressions), firstOf(r.Regressions))
 	row("rebalances", "revoked %d, lost %d, consumer generation +%d, server generation %d → %d, members unchanged %v",
 		r.Revoked, r.Lost, r.GenerationChanges, r.ServerGenerationStart, r.ServerGenerationEnd, r.MembersUnchanged)
 	row("heartbeat errors", "%s", formatCounts(r.HeartbeatErrors))
@@ -90,4 +112,59 @@ func writeFailoverTable(w io.Writer, r *failoverResult) error {
 	row("produced / errors / consumed", "%d / %d / %d %s", r.Produced, r.ProduceErrors, r.Consumed, r.FirstProduceError)
 	row("result", "%s", status)
 	return tw.Flush()
+}
+
+// writeFailoverSummary prints one line per result: the figures the
+// failover benchmark is judged by.
+func writeFailoverSummary(w io.Writer, rs []*failoverResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tclient\tkills\tmembers/generation changed\tnew leader p50\tproducer back p50 / p99 / max\tconsumers back p50 / p99 / max\tmissing / duplicates / commits backwards\tproduce errors\t")
+	s := func(v float64) string {
+		if v < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	for _, r := range rs {
+		note := ""
+		if !r.OK {
+			note = " (FAILED: " + r.Error + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d of %d\t%s\t%s / %s / %s\t%s / %s / %s\t%d / %d / %d\t%d%s\t\n",
+			r.Label, r.Client, len(r.Rounds), r.RoundsChanged, len(r.Rounds), s(r.ElectedP50Ms),
+			s(r.ProducerP50Ms), s(r.ProducerP99Ms), s(r.ProducerMaxMs),
+			s(r.RecordAllP50Ms), s(r.RecordAllP99Ms), s(r.RecordAllMaxMs),
+			r.Missing, r.Duplicates, len(r.Regressions), r.ProduceErrors, note)
+	}
+	return tw.Flush()
+}
+
+func firstOf(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return "(" + xs[0] + ")"
+}
+
+// runFailoverSummary prints the summary of failover results saved with
+// -json, one file each.
+func runFailoverSummary(files []string, stdout, stderr io.Writer) int {
+	var rs []*failoverResult
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			fmt.Fprintln(stderr, "kgate-bench:", err)
+			return 1
+		}
+		r := &failoverResult{}
+		if err := json.Unmarshal(b, r); err != nil {
+			fmt.Fprintf(stderr, "kgate-bench: %s: %v\n", name, err)
+			return 1
+		}
+		rs = append(rs, r)
+	}
+	if err := writeFailoverSummary(stdout, rs); err != nil {
+		return 1
+	}
+	return 0
 }

@@ -12,9 +12,13 @@ import (
 type kgoLogger struct {
 	log     *slog.Logger
 	verbose bool
+	debug   bool // the client's debug logs too
 }
 
 func (l kgoLogger) Level() kgo.LogLevel {
+	if l.debug {
+		return kgo.LogLevelDebug
+	}
 	if l.verbose {
 		return kgo.LogLevelInfo
 	}

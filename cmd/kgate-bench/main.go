@@ -35,6 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runGroupsCmd(args[0], args[1:], stdout, stderr)
 		case "failover":
 			return runFailoverCmd(args[1:], stdout, stderr)
+		case "failover-summary":
+			return runFailoverSummary(args[1:], stdout, stderr)
 		}
 	}
 	cfg, err := parseConfig(args, stderr)

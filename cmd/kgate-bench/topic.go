@@ -16,7 +16,13 @@ import (
 // its metadata slightly before that leader accepts writes, and a producer that
 // hits NOT_LEADER_FOR_PARTITION waits for a metadata refresh.)
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
-	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, topic)
+	return createTopicRF(ctx, adm, topic, partitions, 1)
+}
+
+// createTopicRF is createTopic with a replication factor (-1: the broker's
+// default).
+func createTopicRF(ctx context.Context, adm *kadm.Client, topic string, partitions int, rf int16) error {
+	resp, err := adm.CreateTopic(ctx, int32(partitions), rf, nil, topic)
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}

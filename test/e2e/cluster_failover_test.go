@@ -55,7 +55,7 @@ func runClusterFailover(t *testing.T, kind clMemberKind, sigterm bool) {
 	for i := range clusterMembers {
 		name := fmt.Sprintf("%s-%d", kind.client, i)
 		names = append(names, name)
-		members = append(members, kind.start(t, c, topic, group, name, w))
+		members = append(members, kind.start(t, c, topic, group, name, w, clMemberOpts{}))
 	}
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()

@@ -212,7 +212,9 @@ type clGroupWatch struct {
 	disarmed bool
 	consumed map[int]int // value index -> times consumed
 	misplace []string    // records found in another partition than produced to
-	members  map[string]*clMemberWatch
+	// noDuplicates makes report fail for a record consumed twice.
+	noDuplicates bool
+	members      map[string]*clMemberWatch
 }
 
 type clMemberWatch struct {
@@ -355,6 +357,9 @@ func (w *clGroupWatch) report(t *testing.T) {
 		}
 	}
 	t.Logf("group consumed %d distinct records (%d more than once)", len(w.consumed), dups)
+	if w.noDuplicates && dups > 0 {
+		t.Errorf("%d records consumed more than once, with no rebalance", dups)
+	}
 	for _, n := range names {
 		m := w.members[n]
 		t.Logf("member %s: %d records, retriable errors %v", n, m.records, m.softErrs)
@@ -383,7 +388,31 @@ type clMemberKind struct {
 	client string
 	// require fails the test if the client is not installed.
 	require func(t *testing.T)
-	start   func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch) clMember
+	start   func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember
+}
+
+// clMemberOpts are a member's group settings; zero values keep the
+// client's defaults (commits every 500 ms).
+type clMemberOpts struct {
+	session, heartbeat, commit time.Duration
+	cooperative                bool // the cooperative-sticky assignor
+}
+
+// args are the options as key=value arguments of the consumer programs.
+func (o clMemberOpts) args() []string {
+	var out []string
+	for _, kv := range []struct {
+		k string
+		d time.Duration
+	}{{"session", o.session}, {"heartbeat", o.heartbeat}, {"commit", o.commit}} {
+		if kv.d > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", kv.k, kv.d.Milliseconds()))
+		}
+	}
+	if o.cooperative {
+		out = append(out, "assignor=cooperative-sticky")
+	}
+	return out
 }
 
 // clKgoMember is a franz-go group consumer (cooperative-sticky, autocommit
@@ -402,10 +431,22 @@ var clFranzGoMembers = clMemberKind{
 	start:   startClKgoMember,
 }
 
-func startClKgoMember(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch) clMember {
+func startClKgoMember(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember {
 	t.Helper()
 	m := &clKgoMember{id: name, w: w, done: make(chan struct{})}
 	parts := func(ps map[string][]int32) []int32 { return append([]int32(nil), ps[topic]...) }
+	commit := 500 * time.Millisecond
+	if o.commit > 0 {
+		commit = o.commit
+	}
+	var group0 []kgo.Opt // franz-go's default balancer is cooperative-sticky already
+	if o.session > 0 {
+		group0 = append(group0, kgo.SessionTimeout(o.session))
+	}
+	if o.heartbeat > 0 {
+		group0 = append(group0, kgo.HeartbeatInterval(o.heartbeat))
+	}
+
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(c.bootstrap()...),
 		kgo.ClientID(name),
@@ -413,7 +454,7 @@ func startClKgoMember(t *testing.T, c *kgateCluster, topic, group, name string, 
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(500 * time.Millisecond),
-		kgo.AutoCommitInterval(500 * time.Millisecond),
+		kgo.AutoCommitInterval(commit),
 		kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				w.clientError(name, "commit: "+err.Error(), clusterRetriable(err))
@@ -440,7 +481,7 @@ func startClKgoMember(t *testing.T, c *kgateCluster, topic, group, name string, 
 				w.rebalance(name, "lost", parts(ps))
 			}
 		}),
-	}, clKgoDebugOpts(t, name)...)
+	}, append(group0, clKgoDebugOpts(t, name)...)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -563,7 +604,7 @@ func (e clProgramEvent) retriable() bool {
 	return false
 }
 
-func startClProgramMember(t *testing.T, dir string, argv []string, c *kgateCluster, topic, group, name string, w *clGroupWatch) *clProgramMember {
+func startClProgramMember(t *testing.T, dir string, argv []string, c *kgateCluster, topic, group, name string, w *clGroupWatch, opts []string) *clProgramMember {
 	t.Helper()
 	logDir := os.Getenv(envClientLogDir)
 	if logDir == "" {
@@ -572,7 +613,7 @@ func startClProgramMember(t *testing.T, dir string, argv []string, c *kgateClust
 	safe := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	m := &clProgramMember{id: name, w: w, done: make(chan struct{}),
 		stderr: filepath.Join(logDir, fmt.Sprintf("%s-%s-%d.stderr", safe, name, time.Now().UnixNano()%1e9))}
-	args := append(append([]string{}, argv...), strings.Join(c.bootstrap(), ","), topic, "group-consume", group, name)
+	args := append(append(append([]string{}, argv...), strings.Join(c.bootstrap(), ","), topic, "group-consume", group, name), opts...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = groupProcAttr()
@@ -670,9 +711,9 @@ var clConfluentPythonMembers = clMemberKind{
 	require: func(t *testing.T) {
 		requireCommand(t, "confluent-kafka-python", clientsDir(t, "confluent-kafka-python"), python(t), "-c", "import confluent_kafka")
 	},
-	start: func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch) clMember {
+	start: func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember {
 		return startClProgramMember(t, clientsDir(t, "confluent-kafka-python"), []string{python(t), "cluster_consumer.py"},
-			c, topic, group, name, w)
+			c, topic, group, name, w, o.args())
 	},
 }
 
@@ -685,10 +726,10 @@ var clJavaMembers = clMemberKind{
 		requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
 		requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
 	},
-	start: func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch) clMember {
+	start: func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember {
 		dir := clientsDir(t, "java")
 		return startClProgramMember(t, dir, []string{"java", "-cp", filepath.Join(dir, "target", "kgate-e2e-java.jar"), "kgate.e2e.ClusterConsumer"},
-			c, topic, group, name, w)
+			c, topic, group, name, w, o.args())
 	},
 }
 

@@ -61,7 +61,7 @@ func runClusterFullRestart(t *testing.T, stopAll func(*kgateCluster)) {
 	for i := range clusterMembers {
 		name := fmt.Sprintf("restart-a-%d", i)
 		names = append(names, name)
-		members = append(members, startClKgoMember(t, c, topic, group, name, w))
+		members = append(members, startClKgoMember(t, c, topic, group, name, w, clMemberOpts{}))
 	}
 	_, adm := c.adminClient()
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
@@ -124,7 +124,7 @@ func runClusterFullRestart(t *testing.T, stopAll func(*kgateCluster)) {
 	for i := range clusterMembers {
 		name := fmt.Sprintf("restart-b-%d", i)
 		names2 = append(names2, name)
-		members2 = append(members2, startClKgoMember(t, c, topic, group, name, w2))
+		members2 = append(members2, startClKgoMember(t, c, topic, group, name, w2, clMemberOpts{}))
 	}
 	clWaitGroupStable(t, c, adm, group, topic, names2, w2)
 	step(t, "restarted group consumes the records produced after the commit", time.Minute,

@@ -40,7 +40,7 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	for i := range clusterMembers {
 		name := fmt.Sprintf("upgrade-%d", i)
 		names = append(names, name)
-		members = append(members, clFranzGoMembers.start(t, c, topic, group, name, w))
+		members = append(members, clFranzGoMembers.start(t, c, topic, group, name, w, clMemberOpts{}))
 	}
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()

@@ -1,7 +1,11 @@
 #!/usr/bin/python3
 """kgate cluster end-to-end client: a confluent-kafka-python group consumer.
 
-Usage: cluster_consumer.py BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID
+Usage: cluster_consumer.py BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID [key=value ...]
+
+Options: session=MS (session.timeout.ms), heartbeat=MS
+(heartbeat.interval.ms), commit=MS (auto.commit.interval.ms, default 500),
+assignor=cooperative-sticky (default: the client's).
 
 Joins GROUP with client.id CLIENT_ID, subscribes to TOPIC (reading from the
 earliest offset when the group has no commit), commits automatically every
@@ -50,7 +54,7 @@ def partitions(tps):
     return sorted(tp.partition for tp in tps)
 
 
-def group_consume(bootstrap, topic, group, client_id):
+def group_consume(bootstrap, topic, group, client_id, opts):
     stop = threading.Event()
 
     def watch_stdin():
@@ -78,7 +82,7 @@ def group_consume(bootstrap, topic, group, client_id):
         "group.id": group,
         "client.id": client_id,
         "enable.auto.commit": True,
-        "auto.commit.interval.ms": 500,
+        "auto.commit.interval.ms": int(opts.get("commit", 500)),
         # librdkafka 2.0.x stores a batch's offsets while it fills the batch,
         # and a rebalance can then drop messages it already stored (fixed in
         # 2.1.0, PR #4208); store only what was handed to the application.
@@ -88,6 +92,12 @@ def group_consume(bootstrap, topic, group, client_id):
         "error_cb": on_error,
         "on_commit": on_commit,
     }
+    if "session" in opts:
+        conf["session.timeout.ms"] = int(opts["session"])
+    if "heartbeat" in opts:
+        conf["heartbeat.interval.ms"] = int(opts["heartbeat"])
+    if opts.get("assignor") == "cooperative-sticky":
+        conf["partition.assignment.strategy"] = "cooperative-sticky"
     if os.environ.get("KGATE_E2E_RDKAFKA_DEBUG"):
         conf["debug"] = os.environ["KGATE_E2E_RDKAFKA_DEBUG"]
     c = Consumer(conf)
@@ -127,11 +137,18 @@ def group_consume(bootstrap, topic, group, client_id):
 
 
 def main(argv):
-    if len(argv) != 6 or argv[3] != "group-consume":
-        emit({"ok": False, "error": "usage: cluster_consumer.py BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID"})
+    if len(argv) < 6 or argv[3] != "group-consume":
+        emit({"ok": False, "error": "usage: cluster_consumer.py BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID [key=value ...]"})
         return 2
+    opts = {}
+    for arg in argv[6:]:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in ("session", "heartbeat", "commit", "assignor"):
+            emit({"ok": False, "error": "unknown option %s" % arg})
+            return 2
+        opts[key] = value
     try:
-        res = group_consume(argv[1], argv[2], argv[4], argv[5])
+        res = group_consume(argv[1], argv[2], argv[4], argv[5], opts)
     except Exception as e:  # noqa: BLE001 - reported to the harness
         emit({"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
         return 1

@@ -23,8 +23,12 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * kgate cluster end-to-end client: a Java kafka-clients group consumer.
  *
  * <pre>
- * java -cp kgate-e2e-java.jar kgate.e2e.ClusterConsumer BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID
+ * java -cp kgate-e2e-java.jar kgate.e2e.ClusterConsumer BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID [key=value ...]
  * </pre>
+ *
+ * Options: session=MS (session.timeout.ms), heartbeat=MS
+ * (heartbeat.interval.ms), commit=MS (how often offsets are committed,
+ * default 500), assignor=cooperative-sticky (default: the client's).
  *
  * Joins GROUP with client.id CLIENT_ID (classic protocol, default assignors),
  * subscribes to TOPIC from the earliest offset, commits asynchronously every
@@ -99,12 +103,21 @@ public final class ClusterConsumer {
     }
 
     public static void main(String[] args) {
-        if (args.length != 5 || !args[2].equals("group-consume")) {
-            emit("{\"ok\":false,\"error\":\"usage: ClusterConsumer BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID\"}");
+        if (args.length < 5 || !args[2].equals("group-consume")) {
+            emit("{\"ok\":false,\"error\":\"usage: ClusterConsumer BOOTSTRAP TOPIC group-consume GROUP CLIENT_ID [key=value ...]\"}");
             System.exit(2);
         }
+        java.util.Map<String, String> opts = new java.util.HashMap<>();
+        for (int i = 5; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            if (kv.length != 2 || !List.of("session", "heartbeat", "commit", "assignor").contains(kv[0])) {
+                emit("{\"ok\":false,\"error\":" + quote("unknown option " + args[i]) + "}");
+                System.exit(2);
+            }
+            opts.put(kv[0], kv[1]);
+        }
         try {
-            run(args[0], args[1], args[3], args[4]);
+            run(args[0], args[1], args[3], args[4], opts);
         } catch (Throwable e) {
             emit("{\"ok\":false,\"error\":" + quote(e.getClass().getName() + ": " + e.getMessage()) + "}");
             System.exit(1);
@@ -113,7 +126,7 @@ public final class ClusterConsumer {
         System.exit(0);
     }
 
-    static void run(String bootstrap, String topic, String group, String clientId) {
+    static void run(String bootstrap, String topic, String group, String clientId, java.util.Map<String, String> opts) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -123,6 +136,17 @@ public final class ClusterConsumer {
         p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "500");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        if (opts.containsKey("session")) {
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, opts.get("session"));
+        }
+        if (opts.containsKey("heartbeat")) {
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, opts.get("heartbeat"));
+        }
+        if ("cooperative-sticky".equals(opts.get("assignor"))) {
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                    org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
+        }
+        long commitNanos = Long.parseLong(opts.getOrDefault("commit", "500")) * 1_000_000L;
 
         KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
         Thread stdin = new Thread(() -> {
@@ -184,7 +208,7 @@ public final class ClusterConsumer {
                 } catch (RuntimeException e) {
                     error("poll", e);
                 }
-                if (System.nanoTime() - lastCommit >= 500_000_000L) {
+                if (System.nanoTime() - lastCommit >= commitNanos) {
                     lastCommit = System.nanoTime();
                     consumer.commitAsync((offsets, e) -> {
                         if (e != null) {

@@ -1,0 +1,247 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// How a follower tells a live leader from a dead one before Raft's own
+// election timer says so. Clients ask for metadata the moment their
+// connection to a killed leader breaks; an answer that still names it
+// costs them their metadata refresh interval (5 s by default in franz-go)
+// of dialling a dead node. So a follower names its leader only while the
+// leader is evidently alive:
+//
+//   - a leader process that dies closes its Raft connections, and the
+//     follower reads EOF on them at once (watchedStream);
+//   - a leader that goes silent (a dead machine, a partition) is given up
+//     after contactLostAfter, a few missed heartbeats, well before the
+//     election timeout.
+//
+// Either way a wrongly suspected leader costs only a wait until its next
+// heartbeat (a tenth of the heartbeat timeout): the gateway waits for a
+// leader it can name rather than answering "no leader".
+
+// contactLostAfter is how long a follower goes without hearing from its
+// leader before it stops naming it. Raft's leader heartbeats every tenth
+// of the heartbeat timeout (up to a fifth, with its jitter).
+func (n *Node) contactLostAfter() time.Duration { return n.heartbeatTimeout() / 2 }
+
+// inContact reports whether this follower has heard from its leader since
+// the last Raft connection closed and within contactLostAfter.
+func (n *Node) inContact() bool {
+	last := n.raft.LastContact()
+	if time.Since(last) > n.contactLostAfter() {
+		return false
+	}
+	return n.connClosed.Load() <= last.UnixNano()
+}
+
+// noteConnClosed records that an inbound Raft connection ended.
+func (n *Node) noteConnClosed() {
+	n.connClosed.Store(time.Now().UnixNano())
+	select {
+	case n.connEnded <- struct{}{}:
+	default:
+	}
+}
+
+// hastenElections shortens Raft's heartbeat timeout to the leader lease
+// while this follower suspects its leader died (a Raft connection ended
+// after the leader's last contact), and restores it once a leader is in
+// contact again. A follower otherwise waits out the full heartbeat timeout
+// (and its jitter, up to twice as long) for a leader whose process is
+// known to be gone; both followers see the connections end, so both time
+// out early and the election ends in one round. A wrongly suspected live
+// leader keeps heartbeating well within the shortened timeout, and
+// pre-vote keeps a follower that still hears it from being disrupted.
+func (n *Node) hastenElections() {
+	defer n.wg.Done()
+	var normal raft.ReloadableConfig
+	hastened := false
+	poll := time.NewTicker(25 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.connEnded:
+		case <-poll.C:
+			if !hastened {
+				continue
+			}
+		}
+		switch {
+		case !hastened && n.raft.State() == raft.Follower && !n.inContact():
+			normal = n.raft.ReloadableConfig()
+			fast := normal
+			fast.HeartbeatTimeout = n.lease
+			if fast.HeartbeatTimeout >= normal.HeartbeatTimeout {
+				continue
+			}
+			if err := n.raft.ReloadConfig(fast); err != nil {
+				n.log.Warn("shorten the heartbeat timeout", "err", err)
+				continue
+			}
+			hastened = true
+		case hastened && (n.raft.State() == raft.Leader || n.raft.State() == raft.Shutdown || n.inContact()):
+			if err := n.raft.ReloadConfig(normal); err != nil {
+				n.log.Warn("restore the heartbeat timeout", "err", err)
+			}
+			hastened = false
+		}
+	}
+}
+
+// watchedConn is an inbound Raft connection that calls closed once when
+// it ends (read error or EOF).
+type watchedConn struct {
+	net.Conn
+	closed func()
+	once   sync.Once
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.once.Do(c.closed)
+	}
+	return n, err
+}
+
+// departedHold bounds how long a leader this node saw replaced stays out of
+// Brokers while gossip has not seen it since (see noteLeader).
+const departedHold = 10 * time.Second
+
+// noteLeader follows Raft's leader observations. A leader replaced by
+// another (or by an election) is usually dead, but gossip needs seconds to
+// say so; until it has a newer word on that node, or departedHold passes,
+// Brokers leaves it out, so that clients refreshing their metadata after
+// the failover do not keep it among the nodes they pick for lookups.
+func (n *Node) noteLeader(id raft.ServerID) {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	if n.departed == nil {
+		n.departed = map[int32]time.Time{}
+	}
+	if v, err := strconv.Atoi(string(id)); err == nil {
+		delete(n.departed, int32(v))
+	}
+	if prev, err := strconv.Atoi(string(n.lastLeader)); err == nil && id != n.lastLeader && int32(prev) != n.cfg.NodeID {
+		n.departed[int32(prev)] = time.Now()
+	}
+	if id != "" {
+		n.lastLeader = id
+	}
+}
+
+// departedHidden reports whether gossip member m is a replaced leader that
+// gossip has not seen in a new state since.
+func (n *Node) departedHidden(m member) bool {
+	n.leaderMu.Lock()
+	at, ok := n.departed[m.meta.ID]
+	n.leaderMu.Unlock()
+	return ok && time.Since(at) < departedHold && m.state == memberlist.StateAlive && !m.since.After(at)
+}
+
+// ServingLeader returns the leader clients should be sent to, if there is
+// one now: known, in contact, with a known Kafka address and, if it is this
+// node, done catching up (see IsLeader).
+func (n *Node) ServingLeader() (NodeInfo, bool) {
+	id, ok := n.LeaderID()
+	if !ok {
+		return NodeInfo{}, false
+	}
+	if id == n.cfg.NodeID {
+		return n.Self(), n.IsLeader()
+	}
+	for _, b := range n.Brokers() {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return NodeInfo{}, false
+}
+
+// AwaitServingLeader is ServingLeader, waiting (bounded by ctx) while an
+// election runs or the new leader catches up.
+func (n *Node) AwaitServingLeader(ctx context.Context) (NodeInfo, bool) {
+	recheck := time.NewTicker(20 * time.Millisecond) // contact, gossip and catching up change without an observation
+	defer recheck.Stop()
+	for {
+		n.leaderMu.Lock()
+		ch := n.leaderCh
+		n.leaderMu.Unlock()
+		if info, ok := n.ServingLeader(); ok {
+			return info, true
+		}
+		select {
+		case <-ch:
+		case <-recheck.C:
+		case <-ctx.Done():
+			return NodeInfo{}, false
+		case <-n.stop:
+			return NodeInfo{}, false
+		}
+	}
+}
+
+// CaughtUp reports whether this node has applied every entry it knows to
+// be committed. A restarted node starts from its last snapshot with a
+// commit index of 0, and learns the commit index only from the leader's
+// next append (heartbeats carry none, so it may well be in contact
+// before): until then it has not caught up unless its snapshot covers its
+// whole log, or a topic created since the snapshot would look deleted.
+func (n *Node) CaughtUp() bool {
+	return n.knowsCommit() && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+}
+
+func (n *Node) knowsCommit() bool {
+	return n.raft.CommitIndex() > 0 || n.raft.AppliedIndex() >= n.startIndex
+}
+
+// AwaitCaughtUp waits (bounded by ctx) until this node has applied the
+// entries committed when it was called: a node restarted a moment ago
+// replays its log once the leader tells it the commit index, and until
+// then its topics are those of its last snapshot.
+func (n *Node) AwaitCaughtUp(ctx context.Context) bool {
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for !n.knowsCommit() {
+		select {
+		case <-poll.C:
+		case <-ctx.Done():
+			return false
+		case <-n.stop:
+			return false
+		}
+	}
+	target := n.raft.CommitIndex()
+	for n.raft.AppliedIndex() < target {
+		select {
+		case <-poll.C:
+		case <-ctx.Done():
+			return false
+		case <-n.stop:
+			return false
+		}
+	}
+	return true
+}
+
+// LeaderEpoch is the Raft term, which Kafka clients see as the leader epoch
+// of every partition: it grows with every election, so a client can tell a
+// newer leader from an older one (KIP-320, KIP-951).
+func (n *Node) LeaderEpoch() int32 {
+	t := n.raft.CurrentTerm()
+	if t > 1<<31-1 {
+		return 1<<31 - 1
+	}
+	return int32(t)
+}

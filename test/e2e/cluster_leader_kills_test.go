@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Repeated leader kills, the failover benchmark's scenario shortened
+// (`make failover-bench` runs it long and times it): an idempotent acks=all
+// producer and a group of three consumers of one client library, with a 6 s
+// session, heartbeats every second, commits every second and the
+// cooperative-sticky assignor, on a three-node cluster whose leader is
+// killed with SIGKILL ten times, each killed node restarted 5 s after its
+// kill. Across all kills the group keeps its members and generation (no
+// rebalance callback, no client-ended session), every acknowledged record
+// is consumed exactly once and committed offsets never go backwards.
+// Timings are the benchmark's business, not asserted here.
+//
+// franz-go is not among them: its consumers end their own group session
+// when two coordinator lookups in a row dial the killed node, which in ten
+// kills happened in about half the runs, even with the settings
+// docs/operations.md suggests (see docs/benchmarks.md#leader-failover).
+// TestClusterLeaderKill9FranzGo covers one kill.
+
+func TestClusterLeaderKillsJava(t *testing.T) { runClusterLeaderKills(t, clJavaMembers) }
+
+const (
+	leaderKills = 10
+	// restartAfter is when a killed node is started again, counted from
+	// its kill: the fault schedule, as an operator's supervisor would.
+	restartAfter = 5 * time.Second
+)
+
+var leaderKillsMemberOpts = clMemberOpts{session: 6 * time.Second, heartbeat: time.Second, commit: time.Second,
+	cooperative: true}
+
+func runClusterLeaderKills(t *testing.T, kind clMemberKind) {
+	kind.require(t)
+	begin := time.Now()
+	c := startCluster(t)
+	_, adm := c.adminClient()
+	suffix := time.Now().UnixNano() % 1e9
+	topic := fmt.Sprintf("cl-kills-%d", suffix)
+	group := fmt.Sprintf("cl-kills-%s-%d", kind.client, suffix)
+	createClusterTopic(t, c, topic)
+
+	prod := startClusterProducer(t, c, topic)
+	w := newClGroupWatch()
+	w.noDuplicates = true
+	var members []clMember
+	var names []string
+	for i := range clusterMembers {
+		name := fmt.Sprintf("%s-%d", kind.client, i)
+		names = append(names, name)
+		members = append(members, kind.start(t, c, topic, group, name, w, leaderKillsMemberOpts))
+	}
+	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
+	w.arm()
+	t.Logf("group stable %v after start: %s", time.Since(begin).Round(time.Millisecond), before)
+	kgoBefore := clKgoGroupMeta(members)
+	offsets := clWatchOffsets(c, group, topic)
+
+	for round := 1; round <= leaderKills; round++ {
+		old := c.leader()
+		acked := prod.acked()
+		at := time.Now()
+		c.node(old).kill9()
+		restart := time.NewTimer(restartAfter)
+		var survivors []int32
+		for _, n := range c.running() {
+			survivors = append(survivors, n.id)
+		}
+		leader := c.waitFormed(survivors...)
+		elected := time.Since(at)
+		if err := prod.waitAcked(acked, 30*time.Second); err != nil {
+			t.Fatalf("round %d: producer makes no progress through the new leader: %v", round, err)
+		}
+		t.Logf("round %d: node %d killed; node %d leads %v later, producer acknowledged again %v after the kill",
+			round, old, leader, elected.Round(time.Millisecond), time.Since(at).Round(time.Millisecond))
+		<-restart.C
+		c.node(old).start()
+		c.waitFormed(c.ids()...)
+	}
+	prod.finish()
+	acked := prod.acks.ackedIndexes()
+
+	// A fresh admin client: franz-go keeps a coordinator it cannot dial
+	// cached for sharded group requests.
+	_, adm = c.adminClient()
+	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
+		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
+	step(t, "committed offsets reach the end of every partition", 30*time.Second,
+		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+
+	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
+	t.Logf("group after %d leader kills: %s", leaderKills, after)
+	if after.state != "Stable" {
+		t.Errorf("group state %s after the kills, want Stable", after.state)
+	}
+	if fmt.Sprint(after.members) != fmt.Sprint(before.members) {
+		t.Errorf("group members changed across the kills:\nbefore %v\nafter  %v", before.members, after.members)
+	}
+	if after.generation != before.generation {
+		t.Errorf("group generation %d after the kills, %d before", after.generation, before.generation)
+	}
+	if kgoAfter := clKgoGroupMeta(members); fmt.Sprint(kgoAfter) != fmt.Sprint(kgoBefore) {
+		t.Errorf("franz-go members' own member id/generation changed:\nbefore %v\nafter  %v", kgoBefore, kgoAfter)
+	}
+	offsets.finish(t)
+
+	w.disarm()
+	for _, m := range members {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := m.close(ctx); err != nil {
+			t.Errorf("closing %s: %v", m.name(), err)
+		}
+		cancel()
+	}
+	w.report(t)
+	t.Logf("%s: %d leader kills done in %v", kind.client, leaderKills, time.Since(begin).Round(time.Millisecond))
+}
+
+func TestClusterLeaderKillsConfluentKafkaPython(t *testing.T) {
+	runClusterLeaderKills(t, clConfluentPythonMembers)
+}
