@@ -47,7 +47,7 @@ func runMakeRunScript(t *testing.T, root, script string) string {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root for its network namespace; run it as root")
 	}
-	for _, tool := range []string{"kcat", "curl", "jq", "make", "ip"} {
+	for _, tool := range []string{"kcat", "curl", "jq", "make", "ip", "script"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found: %s", tool, installHint)
 		}
@@ -110,10 +110,11 @@ func quickstartScript(t *testing.T, cmds []string) string {
 		fmt.Fprintf(&b, "echo %s\n", shellQuote("+ "+c))
 		switch {
 		case strings.Contains(c, " -G "):
-			// On lines of their own: the command's trailing comment must
-			// not swallow the closing parenthesis.
-			fmt.Fprintf(&b, "(\n%s\n) >consumer.out 2>consumer.err &\nconsumerpid=$!\n", c)
-			b.WriteString("await '^hello$' consumer.out\n")
+			// Under a pseudo-terminal, as in the README's second terminal:
+			// kcat line-buffers its output there (to a file it would hold
+			// the records back until it exits).
+			fmt.Fprintf(&b, "script -qfec %s consumer.out >/dev/null 2>consumer.err &\nconsumerpid=$!\n", shellQuote(c))
+			b.WriteString("await '^hello' consumer.out\n")
 			sawConsumer = true
 		case strings.HasPrefix(c, "kill -9"):
 			b.WriteString(c + "\n")
@@ -121,7 +122,7 @@ func quickstartScript(t *testing.T, cmds []string) string {
 			sawKill = true
 		case sawKill && strings.Contains(c, "'world'"):
 			b.WriteString(c + "\n")
-			b.WriteString("await '^world$' consumer.out\n")
+			b.WriteString("await '^world' consumer.out\n")
 			sawLater = true
 		default:
 			b.WriteString(c + "\n")
