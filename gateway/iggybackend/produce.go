@@ -134,6 +134,12 @@ func (p *partition) send(round []*sendItem) {
 	b := p.b
 	ctx, cancel := b.callCtx(b.ctx)
 	defer cancel()
+	if n := p.lost.Load(); n != p.lostSeen {
+		// The partition went back: what is known of producers refers to
+		// records that are gone.
+		p.lostSeen = n
+		clear(p.producers)
+	}
 	var accepted []*sendItem
 	var undo []func()
 	var msgs []iggy.Message
@@ -165,6 +171,21 @@ func (p *partition) send(round []*sendItem) {
 			it.finish(err)
 		}
 	}
+	// forget is fail for a send whose outcome is unknown (the connection
+	// broke or timed out after the request went out): Iggy may hold the
+	// batches. What this node knows of their producers is dropped, so
+	// their retries look the producers up in the partition's tail
+	// (resync) and find the batches there if they were stored.
+	forget := func(err error) {
+		for _, it := range accepted {
+			if it.batch.ProducerID >= 0 && !it.dup {
+				delete(p.producers, it.batch.ProducerID)
+			}
+		}
+		for _, it := range accepted {
+			it.finish(err)
+		}
+	}
 	if len(msgs) == 0 { // only retries of written batches
 		for _, it := range accepted {
 			p.answerDup(it)
@@ -176,10 +197,15 @@ func (p *partition) send(round []*sendItem) {
 	stream, topicID := t.streamID(), t.topicID()
 	b.mu.RUnlock()
 
+	_, endBefore, _ := p.bounds()
 	conf, dialect, err := b.client.SendMessages(ctx, stream, topicID, iggy.ToPartition(p.iggyID), msgs)
 	if err != nil {
 		b.noteError("send", t.name, p.index, err)
-		fail(produceError(err))
+		if outcomeUnknown(err) {
+			forget(produceError(err))
+		} else {
+			fail(produceError(err))
+		}
 		return
 	}
 	base := int64(-1)
@@ -196,6 +222,20 @@ func (p *partition) send(round []*sendItem) {
 			fail(kerr.RequestTimedOut)
 			return
 		}
+	}
+	if base >= 0 && base < endBefore {
+		// Iggy stored the batch below offsets already acknowledged: it
+		// lost records. Never answer with reused offsets as if nothing
+		// happened; the retry is answered once the loss is reported.
+		p.mu.Lock()
+		if p.end > base {
+			p.end = base + int64(len(msgs))
+			p.start = min(p.start, base)
+		}
+		p.mu.Unlock()
+		p.wentBack(endBefore, base)
+		fail(kerr.NotLeaderForPartition)
+		return
 	}
 	start, _, _ := p.bounds()
 	off := base

@@ -168,7 +168,7 @@ func (b *Backend) refreshBounds(ctx context.Context, t *topic) error {
 	if err != nil {
 		return err
 	}
-	if !found || td.CreatedAt != t.info.CreatedAt || len(td.Partitions) != len(parts) {
+	if !found || !b.sameTopic(t.info, td.Topic) || len(td.Partitions) != len(parts) {
 		return b.refresh(ctx) // deleted, re-created or re-partitioned
 	}
 	now := b.now()
