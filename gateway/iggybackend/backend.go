@@ -113,13 +113,15 @@ func (b *Backend) sameTopic(a, c iggy.Topic) bool {
 	return a.ID == c.ID && (a.CreatedAt == c.CreatedAt || b.client.Dialect() == iggy.Legacy)
 }
 
-// uuidOf is the Kafka topic id of an Iggy topic (see sameTopic).
+// uuidOf is the Kafka topic id of an Iggy topic (see sameTopic). On a
+// legacy server the name stands in for the creation time: Iggy gives a
+// new topic the id of a deleted one, and two topics must never share a
+// Kafka id.
 func (b *Backend) uuidOf(stream string, info iggy.Topic) [16]byte {
-	created := info.CreatedAt
 	if b.client.Dialect() == iggy.Legacy {
-		created = 0
+		return topicUUID(stream+"\x00"+info.Name, info.ID, 0)
 	}
-	return topicUUID(stream, info.ID, created)
+	return topicUUID(stream, info.ID, info.CreatedAt)
 }
 
 // New checks the configuration; Start connects.
@@ -351,7 +353,9 @@ func (b *Backend) dropLocked(name string) {
 		return
 	}
 	delete(b.topics, name)
-	delete(b.byID, t.id)
+	if b.byID[t.id] == t {
+		delete(b.byID, t.id)
+	}
 	for _, p := range t.parts {
 		p.wake()
 	}
