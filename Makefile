@@ -28,7 +28,7 @@ IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafka
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...
 	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/
-	GO='$(GO)' IGGY_E2E='$(IGGY_E2E)' ./scripts/iggy-real-tier.sh
+	$(MAKE) e2e-iggy-real
 	$(MAKE) fuzz
 
 # Only the Iggy tier against the double (KGATE_E2E_IGGY_DIALECT=legacy for
