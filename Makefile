@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e e2e-iggy fuzz fuzz-long bench failover-bench lint deps clean
+.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench failover-bench lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -18,20 +18,27 @@ deps:
 	./scripts/install-test-deps.sh
 
 # The Iggy tier: the client scenarios and consumer-group tests again, on a
-# three-node cluster with --backend iggy against the Iggy test double, in
-# each dialect.
-IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy|TestKafkaTools
+# three-node cluster with --backend iggy: once against the Iggy test double
+# (current dialect; its fault injection reaches what a real server cannot),
+# then against each real iggy-server in ../shared/iggy (IGGY_SHARED), in its
+# dialect and with --iggy-protocol auto (scripts/iggy-real-tier.sh; without
+# the folder that tier says it was skipped).
+IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy
 
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...
-	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/
-	KGATE_E2E_BACKEND=iggy KGATE_E2E_IGGY_DIALECT=legacy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/
+	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
+	$(MAKE) e2e-iggy-real
 	$(MAKE) fuzz
 
-# Only the Iggy tier (KGATE_E2E_IGGY_DIALECT=legacy for the legacy dialect,
-# IGGY_SERVER_BIN=/path/to/iggy-server for a real server).
+# Only the Iggy tier against the double (KGATE_E2E_IGGY_DIALECT=legacy for
+# the legacy dialect, IGGY_SERVER_BIN=/path/to/iggy-server for a real server).
 e2e-iggy: build
 	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/ -v
+
+# Only the real-server Iggy tier (the real servers of ../shared/iggy).
+e2e-iggy-real: build
+	GO='$(GO)' IGGY_E2E='$(IGGY_E2E)' ./scripts/iggy-real-tier.sh
 
 # Each fuzz target for a few seconds (FUZZTIME); fuzz-long for a real run.
 fuzz:

@@ -37,7 +37,10 @@
 #                         extra flags for those kgate-bench subcommands
 #   BENCH_CLUSTER_PORT_BASE  the cluster's ports (see scripts/bench-node.sh; default 29100)
 #   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
-#   BENCH_IGGY_DIALECT    current or legacy (default current)
+#   BENCH_IGGY_SERVER     real iggy-server version of the iggy section, unpacked
+#                         from ../shared/iggy (IGGY_SHARED) by scripts/iggy-bin.sh
+#                         (default 0.8.0; "double" forces the test double)
+#   BENCH_IGGY_DIALECT    the double's dialect, current or legacy (default current)
 #   BENCH_IGGY_RECORDS    records per run of the iggy section (default 200000)
 #   BENCH_IGGY_DELAY      latency the double adds to every reply, e.g. 1ms for a
 #                         remote Iggy (default 0)
@@ -138,7 +141,7 @@ cleanup() {
 	stop_cluster
 	stop_iggy
 	stop_kafka
-	rm -rf "$WORK/kgate-data" "$WORK/kafka/data" "$CLUSTER_DIR"/node*/data
+	rm -rf "$WORK/kgate-data" "$WORK/kafka/data" "$CLUSTER_DIR"/node*/data "$WORK/iggy-data"
 	if ((rc != 0 || FAILED)) || [[ -n "${KEEP_WORK:-}" ]]; then
 		log "logs and results kept in $WORK"
 	else
@@ -329,57 +332,159 @@ section_cluster() {
 	stop_cluster
 }
 
-# start_iggy: starts the Iggy test double on $IGGY_ADDR; sets IGGY_PID.
+# The iggy section runs against a real iggy-server when ../shared/iggy has
+# one (BENCH_IGGY_SERVER), and then also runs Iggy's own iggy-bench against
+# the same server for the native figures (its 0.8.0 client speaks the
+# legacy dialect, so only against a 0.7/0.8 server); otherwise against the
+# test double, as before.
 readonly IGGY_ADDR="$HOST:29090"
+IGGY_REAL=""
+IGGY_BENCH=""
+IGGY_VERSION="${BENCH_IGGY_SERVER:-0.8.0}"
+if [[ $IGGY_VERSION != double ]] && IGGY_REAL="$(scripts/iggy-bin.sh "iggy-server-$IGGY_VERSION" 2>/dev/null)"; then
+	case "$IGGY_VERSION" in
+	0.7.* | 0.8.*) IGGY_BENCH="$(scripts/iggy-bin.sh iggy-bench-0.8.0 2>/dev/null)" || IGGY_BENCH="" ;;
+	esac
+else
+	IGGY_REAL=""
+fi
+readonly IGGY_REAL IGGY_BENCH IGGY_VERSION
+
+# start_iggy: starts the real iggy-server (fresh data directory) or the
+# Iggy test double on $IGGY_ADDR; sets IGGY_PID.
 start_iggy() {
 	local deadline
 	port_open "${IGGY_ADDR##*:}" && die "port $IGGY_ADDR is already in use"
-	log "starting the Iggy test double (${BENCH_IGGY_DIALECT:-current}) on $IGGY_ADDR"
-	bin/iggy-double -addr "$IGGY_ADDR" -dialect "${BENCH_IGGY_DIALECT:-current}" -delay "${BENCH_IGGY_DELAY:-0}" \
-		>>"$WORK/iggy.log" 2>&1 </dev/null &
+	if [[ -n "$IGGY_REAL" ]]; then
+		log "starting iggy-server $IGGY_VERSION on $IGGY_ADDR (data: $WORK/iggy-data)"
+		rm -rf "$WORK/iggy-data"
+		(cd "$WORK" && IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy IGGY_TCP_ADDRESS="$IGGY_ADDR" \
+			IGGY_SYSTEM_PATH="$WORK/iggy-data" IGGY_HTTP_ENABLED=false IGGY_QUIC_ENABLED=false \
+			IGGY_WEBSOCKET_ENABLED=false exec "$IGGY_REAL") >>"$WORK/iggy.log" 2>&1 </dev/null &
+	else
+		log "starting the Iggy test double (${BENCH_IGGY_DIALECT:-current}) on $IGGY_ADDR"
+		bin/iggy-double -addr "$IGGY_ADDR" -dialect "${BENCH_IGGY_DIALECT:-current}" -delay "${BENCH_IGGY_DELAY:-0}" \
+			>>"$WORK/iggy.log" 2>&1 </dev/null &
+	fi
 	IGGY_PID=$!
-	deadline=$((SECONDS + 10))
+	deadline=$((SECONDS + 30))
 	until port_open "${IGGY_ADDR##*:}"; do
-		((SECONDS < deadline)) || {
-			log "the Iggy double did not start"
+		((SECONDS < deadline)) && kill -0 "$IGGY_PID" 2>/dev/null || {
+			tail -n 20 "$WORK/iggy.log" >&2
+			log "Iggy did not start"
 			return 1
 		}
 		sleep 0.1
 	done
+	sleep 1 # a real server listens a moment before it takes logins
+}
+
+# native NAME ARGS...: runs iggy-bench ARGS against $IGGY_ADDR into
+# WORK/NAME.native.
+native() {
+	local name="$1"
+	shift
+	log "iggy-bench $*"
+	if ! timeout 300 "$IGGY_BENCH" "$@" tcp --server-address "$IGGY_ADDR" >"$WORK/$name.native" 2>&1; then
+		tail -n 20 "$WORK/$name.native" >&2
+		log "iggy-bench $name failed"
+		FAILED=1
+	fi
+}
+
+# kgate-bench in JSON for the comparison table.
+kbench() {
+	local name="$1"
+	shift
+	log "kgate-bench $*"
+	if ! bin/kgate-bench "$@" -json >"$WORK/$name.json" 2>"$WORK/$name.log"; then
+		tail -n 20 "$WORK/$name.log" >&2
+		log "kgate-bench $name failed"
+		FAILED=1
+	fi
 }
 
 section_iggy() {
-	local records="${BENCH_IGGY_RECORDS:-200000}" kafka
+	local records="${BENCH_IGGY_RECORDS:-200000}" kafka mb
+	mb=$((records * 1024 / 1000000))
 	if ! start_iggy; then
 		RESULTS+=("iggy-1node|kgate --backend iggy, one node" "iggy-3node|kgate --backend iggy, three nodes")
 		FAILED=1
 		return
+	fi
+	if [[ -n "$IGGY_BENCH" ]]; then
+		# Iggy's own client: pinned producers (one stream each, batches of
+		# 1,000), pinned consumers, and one producer at 1,000 messages/s
+		# sending each message alone. A pinned consumer reads what the
+		# producer run before it left (each producer run starts the bench
+		# streams afresh), so each consumer run follows its producer run.
+		native pp8 -m 1024 -P 1000 -T "${mb}MB" pinned-producer -p 8
+		native pc8 -m 1024 -P 1000 -T "${mb}MB" pinned-consumer -c 8
+		native pp1 -m 1024 -P 1000 -T "${mb}MB" pinned-producer -p 1
+		native pc1 -m 1024 -P 1000 -T "${mb}MB" pinned-consumer -c 1
+		native lat -m 1024 -P 1 -b 10000 -r 1024KB pinned-producer -p 1
 	fi
 	# kgate reads every flag from KGATE_* variables too.
 	export KGATE_BACKEND=iggy KGATE_IGGY_ADDR="$IGGY_ADDR"
 	RESULTS+=("iggy-1node|kgate --backend iggy, one node")
 	if start_kgate; then
 		log "benchmarking kgate --backend iggy at $HOST:$KGATE_KAFKA_PORT"
-		if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-iggy -partitions 1,8 \
-			-acks all -record-bytes 1024 -records "$records" >"$WORK/iggy-1node.out"; then
-			log "iggy one node: benchmark failed"
-			FAILED=1
-		fi
+		kbench one -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-iggy -partitions 1,8 \
+			-acks all -record-bytes 1024 -records "$records"
+		kbench lat -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-iggy -partitions 1 \
+			-acks all -record-bytes 1024 -records 10000 -rate 1000 -warmup 0
 		stop_kgate
 	else
 		FAILED=1
 	fi
 	if start_cluster; then
 		kafka="$("$SCRIPT_DIR/bench-node.sh" addrs kafka)"
-		bench iggy-3node "kgate --backend iggy, three nodes" -brokers "$kafka" -label kgate-iggy-3node \
+		kbench three -brokers "$kafka" -label kgate-iggy-3node \
 			-partitions 8 -acks all -record-bytes 1024 -records "$records"
 	else
-		RESULTS+=("iggy-3node|kgate --backend iggy, three nodes")
 		FAILED=1
 	fi
+	RESULTS+=("iggy-3node|kgate --backend iggy, three nodes")
 	stop_cluster
 	unset KGATE_BACKEND KGATE_IGGY_ADDR
 	stop_iggy
+	iggy_table >"$WORK/iggy-table.out"
+	RESULTS+=("iggy-table|Iggy backend against $([[ -n $IGGY_REAL ]] && echo "iggy-server $IGGY_VERSION" || echo "the Iggy test double"), same machine, same run")
+	for n in one three; do
+		[[ -s "$WORK/$n.json" ]] || continue
+		jq -r '.[] | "\(.label)  partitions \(.partitions)  produce \(.produce_records_per_sec|floor) rec/s (\(.produce_mib_per_sec*10|floor/10) MiB/s, p50 \(.produce_latency_p50_ms) ms, p99 \(.produce_latency_p99_ms) ms)  consume \(.consume_records_per_sec|floor) rec/s  \(if .ok then "ok" else "FAIL: \(.error)" end)"' \
+			"$WORK/$n.json" >>"$WORK/iggy-$([[ $n == one ]] && echo 1node || echo 3node).out"
+	done
+}
+
+# kg FILE PARTITIONS FIELD: a field of a kgate-bench JSON result.
+kg() { [[ -s "$WORK/$1.json" ]] && jq -r ".[] | select(.partitions == $2) | .$3" "$WORK/$1.json" || echo ""; }
+# nat NAME: messages/s of an iggy-bench run; natp99: its p99 latency (ms).
+nat() { [[ -s "$WORK/$1.native" ]] && grep -o 'Total throughput: [0-9.]* MB/s, [0-9]* messages/s' "$WORK/$1.native" | tail -1 | awk '{print $5}' || echo ""; }
+natp99() { [[ -s "$WORK/$1.native" ]] && grep 'Results: ' "$WORK/$1.native" | grep -o ' p99 latency: [0-9.]* ms' | tail -1 | awk '{print $3}' || echo ""; }
+ratio() { [[ -n "$1" && -n "$2" ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }' || echo "-"; }
+num() { [[ -n "$1" ]] && awk -v a="$1" 'BEGIN { printf "%.0f", a }' || echo "-"; }
+
+# iggy_table prints the comparison: records (messages) of 1,024 bytes per
+# second, kgate (one node, acks=all, idempotent) against iggy-bench.
+iggy_table() {
+	local p kind native kgate
+	echo "| figure | iggy-bench (native) | kgate | kgate / native |"
+	echo "|---|---|---|---|"
+	for p in 1 8; do
+		native="$(nat "pp$p")" kgate="$(kg one "$p" produce_records_per_sec)"
+		echo "| produce, $p partition(s), records/s | $(num "$native") | $(num "$kgate") | $(ratio "$kgate" "$native") |"
+	done
+	for p in 1 8; do
+		native="$(nat "pc$p")" kgate="$(kg one "$p" consume_records_per_sec)"
+		echo "| consume, $p partition(s), records/s | $(num "$native") | $(num "$kgate") | $(ratio "$kgate" "$native") |"
+	done
+	for kind in produce consume; do
+		native="$(kg one 8 "${kind}_records_per_sec")" kgate="$(kg three 8 "${kind}_records_per_sec")"
+		echo "| three kgate nodes vs one, $kind, 8 partitions, records/s | one node $(num "$native") | three nodes $(num "$kgate") | $(ratio "$kgate" "$native") |"
+	done
+	native="$(natp99 lat)" kgate="$(kg lat 1 produce_latency_p99_ms)"
+	echo "| p99 produce latency at 1,000 records/s, ms | $native | $kgate | +$([[ -n $native && -n $kgate ]] && awk -v a="$kgate" -v b="$native" 'BEGIN { printf "%.2f ms", a - b }' || echo "-") |"
 }
 
 need_kgate=""
@@ -405,7 +510,7 @@ if [[ -n "$need_kgate" ]]; then
 	log "building bin/kgate"
 	go build -o bin/kgate ./cmd/kgate
 fi
-if [[ -n "$need_iggy" ]]; then
+if [[ -n "$need_iggy" && -z "$IGGY_REAL" ]]; then
 	log "building bin/iggy-double"
 	go build -o bin/iggy-double ./test/iggydouble
 fi

@@ -3,7 +3,8 @@
 # need on a Debian machine. Idempotent: a step whose result is already there
 # is skipped, so a re-run takes a few seconds.
 #
-#   * Debian packages: kcat; python3-confluent-kafka and python3-kafka (for
+#   * Debian packages: kcat; libhwloc15 (the runtime library of the real
+#     iggy-server builds in ../shared/iggy); python3-confluent-kafka and python3-kafka (for
 #     /usr/bin/python3) with python3-snappy, python3-lz4 and python3-zstandard
 #     for kafka-python's codecs; chromium (the status page's headless browser
 #     test); a JDK, Maven and Node.js if missing.
@@ -63,7 +64,7 @@ pkg_installed() {
 
 # --- Debian packages -------------------------------------------------------
 debian_packages() {
-	local want=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard chromium)
+	local want=(kcat libhwloc15 python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard chromium)
 	local missing=() p
 	for p in "${want[@]}"; do
 		pkg_installed "$p" || missing+=("$p")

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -70,6 +71,7 @@ type config struct {
 	IggyTopicMap      string
 	IggyPollInterval  time.Duration
 	IggyTimeout       time.Duration
+	IggySaveEvery     int
 
 	securityConfig // security.go
 }
@@ -128,6 +130,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.IggyTopicMap, "iggy-topic-map", "", "JSON file of per-topic overrides (stream, Iggy topic name, compression, expiry, size)")
 	fs.DurationVar(&c.IggyPollInterval, "iggy-poll-interval", 100*time.Millisecond, "how often partitions a fetch waits on are checked for writes made by other nodes or Iggy clients")
 	fs.DurationVar(&c.IggyTimeout, "iggy-timeout", 5*time.Second, "deadline of each Iggy request")
+	fs.IntVar(&c.IggySaveEvery, "iggy-messages-required-to-save", 0, "for topics kgate creates on an Iggy 0.9 server: acknowledged messages a partition may hold in memory before writing them (0: the server's default, 1024; 1: written before every answer, so a kill -9 of Iggy loses none)")
 	addSecurityFlags(fs, &c.securityConfig)
 	return fs
 }
@@ -427,6 +430,9 @@ func (c *config) validateIggy() error {
 	}
 	if c.IggyTimeout < 10*time.Millisecond || c.IggyTimeout > 10*time.Minute {
 		return fmt.Errorf("invalid value %v for --iggy-timeout: must be 10ms..10m", c.IggyTimeout)
+	}
+	if c.IggySaveEvery < 0 || c.IggySaveEvery > math.MaxUint32 {
+		return fmt.Errorf("invalid value %d for --iggy-messages-required-to-save: must be 0..%d", c.IggySaveEvery, uint32(math.MaxUint32))
 	}
 	if c.IggyTLSCA != "" {
 		if _, err := os.Stat(c.IggyTLSCA); err != nil {

@@ -80,6 +80,7 @@ func TestConfigDefaults(t *testing.T) {
 		"IggyConnections":     8,
 		"IggyPollInterval":    100 * time.Millisecond,
 		"IggyTimeout":         5 * time.Second,
+		"IggySaveEvery":       0,
 	}
 	v := reflect.ValueOf(*c)
 	for name, w := range want {
@@ -193,6 +194,7 @@ func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
 		{"iggy connections", []string{"--backend", "iggy", "--iggy-connections", "0"}, nil, "--iggy-connections"},
 		{"iggy poll interval", []string{"--backend", "iggy", "--iggy-poll-interval", "0s"}, nil, "--iggy-poll-interval"},
 		{"iggy timeout", []string{"--backend", "iggy", "--iggy-timeout", "1ms"}, nil, "--iggy-timeout"},
+		{"iggy messages required to save", []string{"--backend", "iggy", "--iggy-messages-required-to-save", "-1"}, nil, "--iggy-messages-required-to-save"},
 		{"iggy tls ca missing", []string{"--backend", "iggy", "--iggy-tls-ca", "/no/such/ca.pem"}, nil, "--iggy-tls-ca"},
 		{"iggy topic map missing", []string{"--backend", "iggy", "--iggy-topic-map", "/no/such/map.json"}, nil, "--iggy-topic-map"},
 		{"iggy from env", nil, []string{"KGATE_BACKEND", "iggy", "KGATE_IGGY_PROTOCOL", "new"}, "--iggy-protocol"},

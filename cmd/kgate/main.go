@@ -343,6 +343,7 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 		InitProducerID:  local.InitProducerID,
 		PollInterval:    cfg.IggyPollInterval,
 		RequestTimeout:  cfg.IggyTimeout,
+		SaveEvery:       uint32(cfg.IggySaveEvery),
 		MaxUncompressed: cfg.MaxFrameBytes,
 		Log:             log.With("backend", "iggy"),
 	})

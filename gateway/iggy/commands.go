@@ -246,6 +246,12 @@ type TopicConfig struct {
 	MaxTopicSize uint64
 	// ReplicationFactor is sent by Legacy only (0 is stored as 1).
 	ReplicationFactor uint8
+	// MessagesRequiredToSave (Current CreateTopic only; 0 = server
+	// default, 1,024): how many acknowledged messages a partition may hold
+	// in memory before writing them to its segment. A kill -9 of the server
+	// loses those; 1 writes every batch before the answer. A legacy server
+	// has it as a server setting (IGGY_SYSTEM_PARTITION_MESSAGES_REQUIRED_TO_SAVE).
+	MessagesRequiredToSave uint32
 }
 
 // Value kinds of the TLV blocks (§4).
@@ -290,6 +296,11 @@ func CreateTopic(d Dialect, stream Identifier, c TopicConfig) (Request, error) {
 	case Current:
 		w.str8(c.Name)
 		topicOptions(w, c)
+		if c.MessagesRequiredToSave != 0 {
+			v := &writer{}
+			v.u32(c.MessagesRequiredToSave)
+			option(w, "messages_required_to_save", KindUint32, v.b)
+		}
 		return Request{Code: CodeCreateTopic, Operation: OpCreateTopic, Body: w.b}, nil
 	case Legacy:
 		comp := c.Compression

@@ -298,8 +298,11 @@ func ReadReply(d Dialect, rd io.Reader) (*Reply, error) {
 }
 
 func readN(rd io.Reader, n int) ([]byte, error) {
+	// Replies up to 16 MiB (a poll's worth) get their whole buffer at
+	// once; beyond that the buffer grows as bytes arrive, so a bogus
+	// length costs at most 16 MiB more than the bytes really sent.
 	const chunk = 64 << 10
-	buf := make([]byte, 0, min(n, chunk))
+	buf := make([]byte, 0, min(n, 16<<20))
 	for len(buf) < n {
 		step := min(n-len(buf), chunk)
 		if cap(buf)-len(buf) < step {

@@ -50,6 +50,7 @@ func (b *Backend) CreateTopic(ctx context.Context, spec gateway.TopicSpec) error
 		return invalidConfig("an Iggy topic has at most 1000 partitions")
 	}
 	cfg := b.cfg.Topics.topicConfig(spec.Name, iname, spec.Partitions, ms, hasRet)
+	cfg.MessagesRequiredToSave = b.cfg.SaveEvery
 	cctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	_, err = b.client.CreateTopic(cctx, iggy.NamedID(streamName), cfg)

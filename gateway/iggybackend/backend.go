@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kgate/kgate/cluster"
@@ -48,6 +49,9 @@ type Config struct {
 	RefreshInterval time.Duration
 	// RequestTimeout bounds each Iggy call; default 5 s.
 	RequestTimeout time.Duration
+	// SaveEvery, when not 0, is the messages_required_to_save of topics
+	// kgate creates on a current-dialect server (iggy.TopicConfig).
+	SaveEvery uint32
 	// MaxUncompressed bounds the decompressed size of a produced batch.
 	MaxUncompressed int
 	Log             *slog.Logger
@@ -74,6 +78,10 @@ type Backend struct {
 	misses  map[string]time.Time // names recently found missing in Iggy
 	errs    errorLog
 	now     func() time.Time
+	// streamSeen is set once the stream has been found or created; lost
+	// counts partitions found to have gone back (partition.wentBack).
+	streamSeen atomic.Bool
+	lost       atomic.Int64
 }
 
 var _ gateway.Backend = (*Backend)(nil)
@@ -90,7 +98,31 @@ type topic struct {
 }
 
 func (t *topic) streamID() iggy.Identifier { return iggy.NamedID(t.stream) }
-func (t *topic) topicID() iggy.Identifier  { return iggy.NumericID(t.iggyID) }
+
+// topicID addresses the topic by name: Iggy hands the numeric id of a
+// deleted topic to the next one created, so a cached id may name another
+// topic, while the name always names the one Kafka clients mean.
+func (t *topic) topicID() iggy.Identifier { return iggy.NamedID(t.iggy) }
+
+// sameTopic reports whether two descriptions are of one Iggy topic, not of
+// one deleted and another created under the name. A 0.9 server keeps a
+// topic's creation time; a 0.7/0.8 server stamps it anew when it reloads
+// its metadata at start-up, so there only the id is compared, and a
+// re-creation is noticed when it is seen missing or its offsets go back.
+func (b *Backend) sameTopic(a, c iggy.Topic) bool {
+	return a.ID == c.ID && (a.CreatedAt == c.CreatedAt || b.client.Dialect() == iggy.Legacy)
+}
+
+// uuidOf is the Kafka topic id of an Iggy topic (see sameTopic). On a
+// legacy server the name stands in for the creation time: Iggy gives a
+// new topic the id of a deleted one, and two topics must never share a
+// Kafka id.
+func (b *Backend) uuidOf(stream string, info iggy.Topic) [16]byte {
+	if b.client.Dialect() == iggy.Legacy {
+		return topicUUID(stream+"\x00"+info.Name, info.ID, 0)
+	}
+	return topicUUID(stream, info.ID, info.CreatedAt)
+}
 
 // New checks the configuration; Start connects.
 func New(cfg Config) (*Backend, error) {
@@ -145,6 +177,10 @@ func (b *Backend) Start(ctx context.Context) error {
 	go b.watchLoop()
 	return nil
 }
+
+// LostData counts the times this node found Iggy to have lost records it
+// had acknowledged: the stream gone, or a partition's next offset gone back.
+func (b *Backend) LostData() int64 { return b.lost.Load() }
 
 // Dialect is the Iggy dialect in use ("" until the first connection).
 func (b *Backend) Dialect() string {
@@ -227,12 +263,21 @@ func (b *Backend) refresh(ctx context.Context) error {
 		return err
 	}
 	if !found {
+		if b.streamSeen.Load() {
+			b.mu.RLock()
+			n := len(b.topics)
+			b.mu.RUnlock()
+			b.lost.Add(1)
+			b.log.Error("iggy stream is gone: the Iggy server lost its data (restarted on an empty data directory?) "+
+				"or the stream was deleted; its topics are dropped and their records are not served again", "stream", b.cfg.Stream, "topics", n)
+		}
 		if _, err := b.client.CreateStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, iggy.ErrStreamAlreadyExists) {
 			return fmt.Errorf("create stream %q: %w", b.cfg.Stream, err)
 		}
 		b.log.Info("created iggy stream", "stream", b.cfg.Stream)
 		list = nil
 	}
+	b.streamSeen.Store(true)
 	type seen struct {
 		stream string
 		info   iggy.Topic
@@ -266,7 +311,7 @@ func (b *Backend) refresh(ctx context.Context) error {
 	var stale []string
 	for name, s := range want {
 		t := b.topics[name]
-		if t == nil || t.iggyID != s.info.ID || t.info.CreatedAt != s.info.CreatedAt || int(s.info.PartitionsCount) != len(t.parts) {
+		if t == nil || !b.sameTopic(t.info, s.info) || int(s.info.PartitionsCount) != len(t.parts) {
 			stale = append(stale, name)
 		}
 	}
@@ -308,7 +353,9 @@ func (b *Backend) dropLocked(name string) {
 		return
 	}
 	delete(b.topics, name)
-	delete(b.byID, t.id)
+	if b.byID[t.id] == t {
+		delete(b.byID, t.id)
+	}
 	for _, p := range t.parts {
 		p.wake()
 	}
@@ -328,12 +375,12 @@ func (b *Backend) loadTopic(ctx context.Context, kname, stream, iname string) (*
 		return nil, nil
 	}
 	old := b.topics[kname]
-	if old != nil && (old.iggyID != td.ID || old.info.CreatedAt != td.CreatedAt) {
+	if old != nil && !b.sameTopic(old.info, td.Topic) {
 		b.dropLocked(kname) // deleted and re-created: a new topic
 		old = nil
 	}
 	t := &topic{name: kname, stream: stream, iggy: iname, iggyID: td.ID, info: td.Topic}
-	t.id = topicUUID(stream, td.ID, td.CreatedAt)
+	t.id = b.uuidOf(stream, td.Topic)
 	ids := make([]uint32, len(td.Partitions))
 	for i, p := range td.Partitions {
 		ids[i] = p.ID

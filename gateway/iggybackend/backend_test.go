@@ -447,7 +447,9 @@ func TestTopicAdmin(t *testing.T) {
 			t.Fatalf("second delete: %v", err)
 		}
 		h.create("admin", 1, nil)
-		if info, _ := h.b.Topic("admin"); info.ID == old {
+		// A legacy server re-stamps creation times at start-up, so there
+		// the Kafka topic id cannot tell a re-created topic apart.
+		if info, _ := h.b.Topic("admin"); d == iggy.Current && info.ID == old {
 			t.Fatal("a re-created topic kept its id")
 		}
 		names := []string{}

@@ -55,6 +55,20 @@ func produceError(err error) error {
 	return kafkaError(err)
 }
 
+// outcomeUnknown reports a failed request that may have reached the
+// server: the connection broke or the deadline passed after it was sent.
+// A connect that failed, or a server's refusal, is a known failure.
+func outcomeUnknown(err error) bool {
+	if errors.Is(err, iggy.ErrUnavailable) || errors.Is(err, iggy.ErrClientClosed) {
+		return false
+	}
+	var ie *iggy.Error
+	if errors.As(err, &ie) {
+		return false
+	}
+	return true
+}
+
 // errorLog rate-limits the log line for Iggy failures: while the server is
 // down every request fails, and one line per second is enough.
 type errorLog struct {

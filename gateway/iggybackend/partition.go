@@ -26,6 +26,11 @@ type partition struct {
 	sending   bool
 	producers map[int64]*producer
 
+	// lost counts the times the partition's next offset went back (see
+	// wentBack); the sender drops its producer state when it moves.
+	lost     atomic.Int64
+	lostSeen int64 // lost as last seen by the sender; sender only
+
 	watchedAt atomic.Int64 // unix nanos of the last Watch
 	avgSize   atomic.Int64 // average stored message size, for poll counts
 }
@@ -50,13 +55,23 @@ func bounds(pi iggy.PartitionInfo) (start, end int64) {
 }
 
 // observe merges a fresh description; bounds only move forward, and a
-// change wakes the fetches waiting on the partition.
+// change wakes the fetches waiting on the partition. A next offset below
+// the one already seen is reported (wentBack) and taken as it is.
 func (p *partition) observe(pi iggy.PartitionInfo, at time.Time) {
 	start, end := bounds(pi)
 	if pi.MessagesCount > 0 && pi.SizeBytes > 0 {
 		p.avgSize.Store(max(int64(pi.SizeBytes/pi.MessagesCount), 16))
 	}
 	p.mu.Lock()
+	// Iggy describes a partition whose only message (offset 0) expired
+	// as it does an empty one: that is not a step back.
+	if end < p.end && !(pi.CurrentOffset == 0 && pi.MessagesCount == 0 && p.end == 1) {
+		from := p.end
+		p.start, p.end = start, end
+		p.mu.Unlock()
+		p.wentBack(from, end)
+		p.mu.Lock()
+	}
 	changed := end > p.end || start > p.start
 	p.start = max(p.start, start)
 	p.end = max(p.end, end)
@@ -83,6 +98,27 @@ func (p *partition) advance(end int64) {
 	if ch != nil {
 		close(ch)
 	}
+}
+
+// wentBack reports that the partition's next offset went back from from
+// to to: Iggy lost acknowledged messages (restarted on an empty or older
+// data directory, or killed while holding unsaved messages) or the topic
+// was deleted and re-created under the same name and id. Offsets from to
+// on will be handed out again, so it is an error, never papered over:
+// the producer state is dropped, consumers past to get
+// OFFSET_OUT_OF_RANGE, and the topic is re-read.
+func (p *partition) wentBack(from, to int64) {
+	p.lost.Add(1)
+	b := p.b
+	b.lost.Add(1)
+	b.mu.RLock()
+	name := p.topic.name
+	b.mu.RUnlock()
+	b.log.Error("iggy partition went back: acknowledged records are gone and their offsets will be reused "+
+		"(the Iggy server lost data, or the topic was re-created behind kgate)",
+		"topic", name, "partition", p.index, "next_offset_was", from, "next_offset_now", to)
+	p.wake()
+	b.kickRefresh()
 }
 
 // wake releases every waiting fetch (the topic changed shape or vanished).

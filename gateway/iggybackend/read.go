@@ -98,7 +98,11 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 		if len(out) > 0 && len(out)+len(batch) > maxBytes {
 			break
 		}
-		out = append(out, batch...)
+		if out == nil {
+			out = batch // most reads are one batch: no copy
+		} else {
+			out = append(out, batch...)
+		}
 		for _, m := range msgs[:n] {
 			size += len(m.Payload) + len(m.UserHeaders) + 64
 		}
@@ -168,7 +172,7 @@ func (b *Backend) refreshBounds(ctx context.Context, t *topic) error {
 	if err != nil {
 		return err
 	}
-	if !found || td.CreatedAt != t.info.CreatedAt || len(td.Partitions) != len(parts) {
+	if !found || !b.sameTopic(t.info, td.Topic) || len(td.Partitions) != len(parts) {
 		return b.refresh(ctx) // deleted, re-created or re-partitioned
 	}
 	now := b.now()

@@ -42,34 +42,54 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 	}
 	first := ts(&recs[0])
 	maxTS := first
-	var raw, body []byte
+	// Sizes first, so the records are written once into a buffer of the
+	// right size (into the batch itself when uncompressed).
+	rawLen := 0
+	for i := range recs {
+		r := &recs[i]
+		n := recordBodyLen(r, ts(r)-first, i)
+		if n > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: record %d is %d bytes", ErrInvalidRecord, i, n)
+		}
+		rawLen += varintLen(int64(n)) + n
+	}
+	var out []byte
+	if bld.Codec == None {
+		out = make([]byte, HeaderSize, HeaderSize+rawLen)
+	} else {
+		out = make([]byte, 0, rawLen)
+	}
 	for i := range recs {
 		r := &recs[i]
 		t := ts(r)
 		maxTS = max(maxTS, t)
-		body = append(body[:0], byte(r.Attributes))
-		body = binary.AppendVarint(body, t-first)
-		body = binary.AppendVarint(body, int64(i))
-		body = appendBytesField(body, r.Key)
-		body = appendBytesField(body, r.Value)
-		body = binary.AppendVarint(body, int64(len(r.Headers)))
+		out = binary.AppendVarint(out, int64(recordBodyLen(r, t-first, i)))
+		out = append(out, byte(r.Attributes))
+		out = binary.AppendVarint(out, t-first)
+		out = binary.AppendVarint(out, int64(i))
+		out = appendBytesField(out, r.Key)
+		out = appendBytesField(out, r.Value)
+		out = binary.AppendVarint(out, int64(len(r.Headers)))
 		for _, h := range r.Headers {
-			body = binary.AppendVarint(body, int64(len(h.Key)))
-			body = append(body, h.Key...)
-			body = appendBytesField(body, h.Value)
+			out = binary.AppendVarint(out, int64(len(h.Key)))
+			out = append(out, h.Key...)
+			out = appendBytesField(out, h.Value)
 		}
-		if len(body) > math.MaxInt32 {
-			return nil, fmt.Errorf("%w: record %d is %d bytes", ErrInvalidRecord, i, len(body))
+	}
+	var b []byte
+	if bld.Codec == None {
+		b = out
+	} else {
+		payload, err := compress(bld.Codec, out)
+		if err != nil {
+			return nil, err
 		}
-		raw = binary.AppendVarint(raw, int64(len(body)))
-		raw = append(raw, body...)
+		b = make([]byte, HeaderSize, HeaderSize+len(payload))
+		b = append(b, payload...)
 	}
-	payload, err := compress(bld.Codec, raw)
-	if err != nil {
-		return nil, err
-	}
-	if len(payload) > math.MaxInt32-minLength {
-		return nil, fmt.Errorf("%w: batch of %d bytes", ErrInvalidRecord, len(payload))
+	payloadLen := len(b) - HeaderSize
+	if payloadLen > math.MaxInt32-minLength {
+		return nil, fmt.Errorf("%w: batch of %d bytes", ErrInvalidRecord, payloadLen)
 	}
 
 	attrs := int16(bld.Codec)
@@ -80,11 +100,10 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 		attrs |= attrControl
 	}
 	be := binary.BigEndian
-	b := make([]byte, HeaderSize, HeaderSize+len(payload))
-	be.PutUint64(b[0:], 0)                              // BaseOffset
-	be.PutUint32(b[8:], uint32(minLength+len(payload))) // Length
-	be.PutUint32(b[12:], math.MaxUint32)                // PartitionLeaderEpoch -1, as clients send
-	b[16] = 2                                           // Magic
+	be.PutUint64(b[0:], 0)                            // BaseOffset
+	be.PutUint32(b[8:], uint32(minLength+payloadLen)) // Length
+	be.PutUint32(b[12:], math.MaxUint32)              // PartitionLeaderEpoch -1, as clients send
+	b[16] = 2                                         // Magic
 	be.PutUint16(b[21:], uint16(attrs))
 	be.PutUint32(b[23:], uint32(len(recs)-1)) // LastOffsetDelta
 	be.PutUint64(b[27:], uint64(first))       // FirstTimestamp
@@ -93,9 +112,37 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 	be.PutUint16(b[51:], uint16(bld.ProducerEpoch))
 	be.PutUint32(b[53:], uint32(bld.BaseSequence))
 	be.PutUint32(b[57:], uint32(len(recs))) // NumRecords
-	b = append(b, payload...)
 	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttrs:], castagnoli))
 	return b, nil
+}
+
+// recordBodyLen is the encoded size of record i, without its length
+// prefix, with timestamp delta td.
+func recordBodyLen(r *Record, td int64, i int) int {
+	n := 1 + varintLen(td) + varintLen(int64(i)) + bytesFieldLen(r.Key) + bytesFieldLen(r.Value) +
+		varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesFieldLen(h.Value)
+	}
+	return n
+}
+
+func bytesFieldLen(v []byte) int {
+	if v == nil {
+		return 1
+	}
+	return varintLen(int64(len(v))) + len(v)
+}
+
+// varintLen is the length of x as a zigzag varint.
+func varintLen(x int64) int {
+	ux := uint64(x<<1) ^ uint64(x>>63)
+	n := 1
+	for ux >= 0x80 {
+		ux >>= 7
+		n++
+	}
+	return n
 }
 
 // appendBytesField appends a varint length (-1 for nil) and the bytes.

@@ -30,11 +30,15 @@ import (
 // The Iggy server is the in-process test double (gateway/iggy/iggytest),
 // speaking KGATE_E2E_IGGY_DIALECT (current, the default, or legacy). When
 // IGGY_SERVER_BIN names a real iggy-server binary, it is started instead
-// on a fresh data directory with the root credentials of
-// IGGY_ROOT_USERNAME / IGGY_ROOT_PASSWORD (default iggy/iggy).
+// (each test its own, on a free port and a fresh data directory) with the
+// root credentials of IGGY_ROOT_USERNAME / IGGY_ROOT_PASSWORD (default
+// iggy/iggy); KGATE_E2E_IGGY_DIALECT (current, legacy or auto) is then
+// kgate's --iggy-protocol, and KGATE_E2E_IGGY_EXPECT, when set, the dialect
+// the server must turn out to speak (scripts/iggy-real-tier.sh sets both).
 const (
 	envBackend      = "KGATE_E2E_BACKEND"
 	envIggyDialect  = "KGATE_E2E_IGGY_DIALECT"
+	envIggyExpect   = "KGATE_E2E_IGGY_EXPECT"
 	envIggyServer   = iggytest.EnvServerBin
 	iggyPollForTest = "50ms"
 )
@@ -49,13 +53,14 @@ type iggyBackend struct {
 	user     string
 	password string
 	dialect  iggy.Dialect
-	double   *iggytest.Server // nil for a real server
+	protocol string               // kgate's --iggy-protocol
+	double   *iggytest.Server     // nil for a real server
+	real     *iggytest.RealServer // nil for the double
 }
 
 func startIggyBackend(t *testing.T) *iggyBackend {
 	t.Helper()
 	if bin := os.Getenv(envIggyServer); bin != "" {
-		tierOnce.Do(func() { fmt.Fprintf(os.Stderr, "e2e: Iggy tier against the real server %s\n", bin) })
 		return startRealIggy(t, bin)
 	}
 	tierOnce.Do(func() {
@@ -75,12 +80,29 @@ func startIggyBackend(t *testing.T) *iggyBackend {
 	}
 	t.Cleanup(func() { srv.Close() })
 	t.Logf("Iggy test double (%s dialect) on %s", d, srv.Addr())
-	return &iggyBackend{addr: srv.Addr(), user: "iggy", password: "iggy", dialect: d, double: srv}
+	return &iggyBackend{addr: srv.Addr(), user: "iggy", password: "iggy", dialect: d, protocol: "auto", double: srv}
 }
 
 func startRealIggy(t *testing.T, bin string) *iggyBackend {
 	t.Helper()
-	r, err := iggytest.StartReal(bin, t.TempDir())
+	protocol := os.Getenv(envIggyDialect)
+	opts := iggy.Options{}
+	switch protocol {
+	case "", "auto":
+		protocol = "auto"
+	case "current":
+		opts.Dialect = iggy.Current
+	case "legacy":
+		opts.Dialect = iggy.Legacy
+	default:
+		t.Fatalf("%s=%q: want current, legacy or auto", envIggyDialect, protocol)
+	}
+	// Iggy acknowledges messages it still holds in memory until 1,024 of
+	// them or 1 MiB have gathered; a kill -9 loses those. The tier kills
+	// the server, so it asks for every batch to be written before the
+	// answer (a server setting before 0.9, and kgate's
+	// --iggy-messages-required-to-save for the topics it creates).
+	r, err := iggytest.StartRealDurable(bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +114,47 @@ func startRealIggy(t *testing.T, bin string) *iggyBackend {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := iggy.Dial(ctx, iggy.Options{Addr: r.Addr(), Username: r.Username, Password: r.Password})
+	opts.Addr, opts.Username, opts.Password = r.Addr(), r.Username, r.Password
+	conn, err := iggy.Dial(ctx, opts)
 	if err != nil {
-		t.Fatalf("iggy-server: %v", err)
+		t.Fatalf("iggy-server (--iggy-protocol %s): %v", protocol, err)
 	}
 	conn.Close()
-	return &iggyBackend{addr: r.Addr(), user: r.Username, password: r.Password, dialect: conn.Dialect()}
+	if want := os.Getenv(envIggyExpect); want != "" && conn.Dialect().String() != want {
+		t.Fatalf("iggy-server %s speaks the %s dialect, %s=%s", bin, conn.Dialect(), envIggyExpect, want)
+	}
+	tierOnce.Do(func() {
+		fmt.Fprintf(os.Stderr, "e2e: Iggy tier against the real server %s (%s dialect, --iggy-protocol %s)\n", bin, conn.Dialect(), protocol)
+	})
+	return &iggyBackend{addr: r.Addr(), user: r.Username, password: r.Password, dialect: conn.Dialect(),
+		protocol: protocol, real: r}
+}
+
+// kill stops the Iggy server as a crash would (the double just closes).
+func (ib *iggyBackend) kill(t *testing.T) {
+	t.Helper()
+	if ib.real != nil {
+		ib.real.Kill()
+		return
+	}
+	if err := ib.double.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart starts the Iggy server again on the same address and data; the
+// double keeps its messages in memory across a restart.
+func (ib *iggyBackend) restart(t *testing.T) {
+	t.Helper()
+	var err error
+	if ib.real != nil {
+		err = ib.real.Restart(false)
+	} else {
+		err = ib.double.Restart()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // iggyCluster is the three kgate nodes of the Iggy tier.
@@ -119,7 +176,10 @@ func startIggyCluster(t *testing.T) *kgateServer {
 	for _, n := range c.nodes {
 		n.args = []string{"--bootstrap-expect", strconv.Itoa(clusterSize), "--join", strings.Join(seeds, ","),
 			"--backend", "iggy", "--iggy-addr", ib.addr, "--iggy-user", ib.user, "--iggy-password", ib.password,
-			"--iggy-poll-interval", iggyPollForTest}
+			"--iggy-protocol", ib.protocol, "--iggy-poll-interval", iggyPollForTest}
+		if ib.real != nil {
+			n.args = append(n.args, "--iggy-messages-required-to-save", "1")
+		}
 	}
 	t.Cleanup(c.cleanup)
 	for _, n := range c.nodes {

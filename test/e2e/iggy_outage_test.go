@@ -16,19 +16,17 @@ import (
 	"github.com/kgate/kgate/gateway/records"
 )
 
-// TestIggyOutage (Iggy tier): with Iggy down, Produce gets retriable
-// errors, the consumer group keeps its members and generation, and service
-// resumes by itself when Iggy is back, with every acknowledged record
+// TestIggyOutage (Iggy tier): with Iggy down (a real server killed with
+// SIGKILL, or the double closed), Produce gets retriable errors, the
+// consumer group keeps its members and generation, and service resumes by
+// itself when Iggy is back on the same data, with every acknowledged record
 // consumed.
 func TestIggyOutage(t *testing.T) {
 	if !iggyMode() {
 		t.Skipf("runs in the Iggy tier only (%s=iggy; make test runs it there)", envBackend)
 	}
 	srv := startGroupKgate(t)
-	double := srv.iggy.backend.double
-	if double == nil {
-		t.Skip("needs the Iggy test double to stop and restart Iggy (IGGY_SERVER_BIN is set)")
-	}
+	ib := srv.iggy.backend
 	bootstrap := srv.bootstrap()
 	topic := fmt.Sprintf("e2e-iggy-outage-%d", time.Now().UnixNano()%1e9)
 	group := topic + "-group"
@@ -120,9 +118,7 @@ func TestIggyOutage(t *testing.T) {
 	assignedBefore := assigned
 	mu.Unlock()
 
-	if err := double.Close(); err != nil {
-		t.Fatal(err)
-	}
+	ib.kill(t)
 	outageStart := time.Now()
 	step(t, "with Iggy down, Produce answers a retriable error", 30*time.Second, func(ctx context.Context) error {
 		return expectRetriableProduce(ctx, producer, topic)
@@ -140,9 +136,7 @@ func TestIggyOutage(t *testing.T) {
 		return nil
 	})
 
-	if err := double.Restart(); err != nil {
-		t.Fatal(err)
-	}
+	ib.restart(t)
 	step(t, "Iggy back: produce 100..199 and consume everything", time.Minute, func(ctx context.Context) error {
 		if err := produce(ctx, 100, 200); err != nil {
 			return err
