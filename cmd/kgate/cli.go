@@ -58,6 +58,8 @@ func parseAdminFlags(name string, args []string, errOut io.Writer, positional st
 	fs.StringVar(&c.admin, "admin", def, "admin address (host:port or http://host:port) of any node (env KGATE_ADMIN)")
 	fs.BoolVar(&c.json, "json", false, "print the admin API's JSON instead of tables")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
+	tokenDef, _ := os.LookupEnv("KGATE_ADMIN_TOKEN_FILE")
+	tokenFile := fs.String("admin-token-file", tokenDef, "file holding the admin API's bearer token, for nodes started with --admin-token-file (env KGATE_ADMIN_TOKEN_FILE)")
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "usage: kgate %s [flags] %s\n", name, positional)
 		fs.PrintDefaults()
@@ -75,7 +77,26 @@ func parseAdminFlags(name string, args []string, errOut io.Writer, positional st
 		args = fs.Args()[1:]
 	}
 	c.http = &http.Client{Timeout: c.timeout}
+	if *tokenFile != "" {
+		tok, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--admin-token-file: %w", err)
+		}
+		c.http.Transport = bearer{token: strings.TrimSpace(string(tok)), next: http.DefaultTransport}
+	}
 	return c, rest, nil
+}
+
+// bearer adds the admin API's token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // url is the admin API URL of path on addr (host:port or an http URL).

@@ -132,6 +132,16 @@ func TestAdminTokenAndPprof(t *testing.T) {
 			t.Errorf("GET %s token %q: %d, want %d", c.path, c.token, got, c.want)
 		}
 	}
+	// The operator commands take the same token file.
+	var out, errOut strings.Builder
+	if code := runStatus([]string{"--admin", admin}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "401") {
+		t.Errorf("kgate status without the token: exit %d, %q", code, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := runStatus([]string{"--admin", admin, "--admin-token-file", tok, "--json"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "cluster_id") {
+		t.Errorf("kgate status with the token: exit %d, %q %q", code, out.String(), errOut.String())
+	}
 }
 
 func TestGossipKeyFile(t *testing.T) {
