@@ -138,6 +138,19 @@ func (c *adminCLI) do(method, addr, path string) ([]byte, error) {
 	return body, nil
 }
 
+// view fetches path and decodes the answer into v; with --json it prints
+// the answer instead and reports printed.
+func (c *adminCLI) view(path string, v any) (printed bool, err error) {
+	body, err := c.get(path)
+	if err != nil {
+		return false, err
+	}
+	if c.json {
+		return true, c.printJSON(body)
+	}
+	return false, json.Unmarshal(body, v)
+}
+
 // printJSON re-indents an admin API answer for --json.
 func (c *adminCLI) printJSON(body []byte) error {
 	var buf bytes.Buffer
@@ -182,15 +195,8 @@ type statusView struct {
 // runStatus: kgate status — the cluster id, the leader and every node.
 func runStatus(args []string, out, errOut io.Writer) int {
 	return runAdmin("status", "", args, out, errOut, none, func(c *adminCLI, _ []string) error {
-		body, err := c.get("/v1/cluster")
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.printJSON(body)
-		}
 		var v statusView
-		if err := json.Unmarshal(body, &v); err != nil {
+		if printed, err := c.view("/v1/cluster", &v); printed || err != nil {
 			return err
 		}
 		leader := "none"
@@ -234,15 +240,8 @@ type topicsView struct {
 // leader, offsets and size.
 func runTopics(args []string, out, errOut io.Writer) int {
 	return runAdmin("topics", "", args, out, errOut, none, func(c *adminCLI, _ []string) error {
-		body, err := c.get("/v1/topics")
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.printJSON(body)
-		}
 		var v topicsView
-		if err := json.Unmarshal(body, &v); err != nil {
+		if printed, err := c.view("/v1/topics", &v); printed || err != nil {
 			return err
 		}
 		sort.Slice(v.Topics, func(i, j int) bool { return v.Topics[i].Name < v.Topics[j].Name })
@@ -315,15 +314,8 @@ func runGroups(args []string, out, errOut io.Writer) int {
 		if len(rest) == 1 {
 			return c.showGroup(rest[0])
 		}
-		body, err := c.get("/v1/groups")
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.printJSON(body)
-		}
 		var v groupsView
-		if err := json.Unmarshal(body, &v); err != nil {
+		if printed, err := c.view("/v1/groups", &v); printed || err != nil {
 			return err
 		}
 		sort.Slice(v.Groups, func(i, j int) bool { return v.Groups[i].Group < v.Groups[j].Group })
@@ -337,15 +329,8 @@ func runGroups(args []string, out, errOut io.Writer) int {
 }
 
 func (c *adminCLI) showGroup(id string) error {
-	body, err := c.get("/v1/groups/" + url.PathEscape(id))
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(body)
-	}
 	var g groupView
-	if err := json.Unmarshal(body, &g); err != nil {
+	if printed, err := c.view("/v1/groups/"+url.PathEscape(id), &g); printed || err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "group %s  state %s  generation %d  protocol %s  total lag %d\n\n", g.Group, g.State, g.Generation,
