@@ -664,7 +664,7 @@ func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, e
 		if i == 0 {
 			first = r.Timestamp
 		}
-		rs := kafkaRecordSize(&r, i, first)
+		rs := records.EncodedSize(&r, r.Timestamp-first, i) // Builder's BaseTimestamp is 0: a 0 timestamp stays 0
 		if i > 0 && size+rs > maxBytes {
 			break
 		}
@@ -677,34 +677,4 @@ func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, e
 	}
 	records.SetBaseOffset(batch, int64(base))
 	return batch, len(recs), nil
-}
-
-// kafkaRecordSize is the size of record r (index i) in a batch whose first
-// timestamp is first, exactly as records.Builder encodes it (BaseTimestamp
-// 0, so a timestamp of 0 stays 0).
-func kafkaRecordSize(r *records.Record, i int, first int64) int {
-	body := 1 + zigzagLen(r.Timestamp-first) + zigzagLen(int64(i)) +
-		bytesFieldLen(r.Key) + bytesFieldLen(r.Value) + zigzagLen(int64(len(r.Headers)))
-	for _, h := range r.Headers {
-		body += zigzagLen(int64(len(h.Key))) + len(h.Key) + bytesFieldLen(h.Value)
-	}
-	return zigzagLen(int64(body)) + body
-}
-
-func bytesFieldLen(b []byte) int {
-	if b == nil {
-		return 1
-	}
-	return zigzagLen(int64(len(b))) + len(b)
-}
-
-// zigzagLen is the length of x as a zigzag varint.
-func zigzagLen(x int64) int {
-	ux := uint64(x<<1) ^ uint64(x>>63)
-	n := 1
-	for ux >= 0x80 {
-		ux >>= 7
-		n++
-	}
-	return n
 }

@@ -652,7 +652,7 @@ func TestBuildBatch(t *testing.T) {
 	check(full, n, recs, 1000)
 	size := records.HeaderSize
 	for i := range recs {
-		size += kafkaRecordSize(&recs[i], i, recs[0].Timestamp)
+		size += records.EncodedSize(&recs[i], recs[i].Timestamp-recs[0].Timestamp, i)
 	}
 	if size != len(full) {
 		t.Fatalf("predicted %d bytes, built %d", size, len(full))

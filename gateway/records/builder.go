@@ -116,6 +116,14 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 	return b, nil
 }
 
+// EncodedSize is the size record i takes in a batch, its length prefix
+// included, as Build writes it when the record's timestamp is td after the
+// batch's first.
+func EncodedSize(r *Record, td int64, i int) int {
+	n := recordBodyLen(r, td, i)
+	return varintLen(int64(n)) + n
+}
+
 // recordBodyLen is the encoded size of record i, without its length
 // prefix, with timestamp delta td.
 func recordBodyLen(r *Record, td int64, i int) int {
