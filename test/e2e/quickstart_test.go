@@ -243,13 +243,17 @@ func TestOperationsDoc(t *testing.T) {
 		}
 	}
 	check("the make run cluster", before,
-		`(?m)^hello$`,                                  // the kcat consumer
-		`(?m)^cluster [0-9a-f]+  leader [123]$`,        // kgate status
-		`(?m)^demo +0 +[123] +0 +1 +1 +[0-9]+$`,        // kgate topics
-		`(?m)^demo-group +Empty +consumer +[0-9]+ +0$`, // kgate groups (the kcat consumer left)
-		`(?m)^demo +0 +1 +1 +0 +-$`,                    // kgate groups demo-group: committed 1, end 1, lag 0
-		`(?m)^0$`,                                      // jq .total_lag
-		`(?m)^ready$`,                                  // kgate health
+		`(?m)^hello$`,                           // the kcat consumer
+		`(?m)^cluster [0-9a-f]+  leader [123]$`, // kgate status
+		`(?m)^demo +0 +[123] +0 +1 +1 +[0-9]+$`, // kgate topics
+		// kgate groups, asked of a follower right after kcat exits: the
+		// group may still show kcat's member for a moment (its leave not
+		// yet applied there; a CI run saw it); committed 1, end 1, lag 0
+		// either way.
+		`(?m)^demo-group +(Empty|Stable) +consumer +[0-9]+ +[01]$`,
+		`(?m)^demo +0 +1 +1 +0 +\S+$`, // kgate groups demo-group
+		`(?m)^0$`,                     // jq .total_lag
+		`(?m)^ready$`,                 // kgate health
 		`(?m)^saved snapshot of cluster [0-9a-f]+ from node [123] `) // snapshot save (from the leader)
 	check("the restored cluster", after,
 		`(?m)^restored snapshot of cluster [0-9a-f]+ .* as node 1, the only voter at 127.0.0.1:9591;$`,
