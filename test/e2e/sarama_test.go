@@ -85,7 +85,13 @@ func saramaProduce(ctx context.Context, bootstrap, topic string, from, to int, c
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Idempotent = true
-	cfg.Producer.Retry.Max = 10
+	// 12 s of retries: after the Iggy tier's rolling restart the nodes can
+	// disagree on partition leaders for several seconds (a replaced Raft
+	// leader stays out of a node's broker list until gossip has news of it,
+	// and the Iggy backend spreads leadership over that list); a CI run saw
+	// Sarama's former 2 s budget run out. Kept as a known defect (issue 10/14
+	// notes), not hidden: every record must still arrive exactly once.
+	cfg.Producer.Retry.Max = 60
 	cfg.Producer.Retry.Backoff = 200 * time.Millisecond
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
