@@ -1,17 +1,12 @@
 package gateway_test
 
 import (
-	"context"
-	"log/slog"
 	"net"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kgate/kgate/gateway"
 )
 
 // TestNotLeaderNamesTheLeader: a follower answers Produce v10+ and Fetch
@@ -22,22 +17,7 @@ func TestNotLeaderNamesTheLeader(t *testing.T) {
 	leader := startNode(t, nil)
 	createTopic(t, leader.addr, "hint", 1, nil)
 
-	addr := freeLoopbackAddr(t)
-	srv := gateway.New(gateway.Config{Addr: addr, Logger: slog.New(slog.DiscardHandler)}, followerBackend{leader.backend}, followerOf(t, leader))
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(ioTimeout):
-			t.Error("Serve did not return")
-		}
-	})
+	srv := serveGateway(t, followerBackend{leader.backend}, followerOf(t, leader))
 	host, portStr, _ := net.SplitHostPort(leader.addr)
 	port, _ := strconv.Atoi(portStr)
 	epoch := followerCluster{}.LeaderEpoch()
