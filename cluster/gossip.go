@@ -63,6 +63,10 @@ type gossip struct {
 
 	mu      sync.Mutex
 	members map[string]*member // by memberlist name
+	// version counts the changes of the set of live members (and of their
+	// Kafka addresses): work spread over Members compares it to learn that
+	// the spread may have moved, even away and back, since it last looked.
+	version uint64
 }
 
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
@@ -253,6 +257,9 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	if prev != nil && prev.state == state {
 		cur.since = prev.since
 	}
+	if prev == nil || alive(prev.state) != alive(state) || prev.meta.KafkaAddr != m.KafkaAddr {
+		g.version++
+	}
 	g.members[n.Name] = cur
 	g.mu.Unlock()
 	for _, ch := range []chan struct{}{g.poke, g.changed} {
@@ -292,6 +299,21 @@ func (g *gossip) member(id raft.ServerID) (member, bool) {
 		return member{}, false
 	}
 	return *m, true
+}
+
+// live returns the live members sorted by node id and the version of
+// that set.
+func (g *gossip) live() ([]member, uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]member, 0, len(g.members))
+	for _, m := range g.members {
+		if alive(m.state) {
+			out = append(out, *m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].meta.ID < out[j].meta.ID })
+	return out, g.version
 }
 
 // snapshot returns every known member sorted by node id.

@@ -554,6 +554,28 @@ func (n *Node) Brokers() []NodeInfo {
 	return out
 }
 
+// LiveNodes lists this node and every node gossip sees alive, by node id,
+// with a version that changes whenever that set changes. Unlike Brokers it
+// leaves nothing out for failover's sake (a lost or replaced leader stays
+// until gossip says it is gone): every node derives it from the same gossip
+// events, so work spread over it, such as the Iggy backend's partition
+// leaders, is agreed on by all nodes but for the moments an event takes to
+// spread.
+func (n *Node) LiveNodes() ([]NodeInfo, uint64) {
+	out := []NodeInfo{n.Self()}
+	if n.gossip == nil {
+		return out, 0
+	}
+	live, version := n.gossip.live()
+	for _, m := range live {
+		if m.meta.ID != n.cfg.NodeID {
+			out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
+		}
+	}
+	sortNodes(out)
+	return out, version
+}
+
 // lostLeader is the id of the leader this follower is not in contact with
 // (see inContact), or -1. Raft notices a dead leader within a second,
 // gossip only after its suspicion timeout; until then Metadata would keep

@@ -93,6 +93,9 @@ func (c *Config) setDefaults() {
 type Cluster interface {
 	Self() cluster.NodeInfo
 	Brokers() []cluster.NodeInfo
+	// LiveNodes is every node gossip sees alive, with none left out for
+	// failover's sake (see cluster.Node.LiveNodes), and its version.
+	LiveNodes() ([]cluster.NodeInfo, uint64)
 	LeaderID() (int32, bool)
 	// AwaitLeader is LeaderID, waiting (bounded by ctx) while an election runs.
 	AwaitLeader(ctx context.Context) (int32, bool)
