@@ -46,7 +46,9 @@ type Config struct {
 	// GossipKeys encrypt and authenticate gossip (AES-GCM, memberlist's
 	// keyring; 16, 24 or 32 bytes each): the first encrypts, every one
 	// decrypts. A node without a key of the ring cannot join. Nil: clear.
-	GossipKeys       [][]byte
+	GossipKeys [][]byte
+	// LinkTLS secures the Raft port with mutual TLS (link_tls.go); nil: clear.
+	LinkTLS          *LinkTLS
 	transport        transportFunc // nil: TCP
 	maxLevel         *fsm.Level    // nil: fsm.LatestLevel; tests pose as an older binary
 	Fsync            bool          // fsync the Raft log on every commit (power-loss safety)
@@ -82,14 +84,17 @@ type Node struct {
 	trans *raft.NetworkTransport
 	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
 
-	metrics  *metrics
-	gossip   *gossip
-	leaving  atomic.Bool // Leave was called
-	notify   chan bool
-	logBytes atomic.Int64          // Raft log bytes applied since the last snapshot
-	observed chan raft.Observation // leader changes, for AwaitLeader
-	leaderMu sync.Mutex
-	leaderCh chan struct{} // closed at the next leader observation
+	metrics *metrics
+	gossip  *gossip
+	// linkNames is gossip for the Raft transport's dials, which may run
+	// before Start has set gossip.
+	linkNames atomic.Pointer[gossip]
+	leaving   atomic.Bool // Leave was called
+	notify    chan bool
+	logBytes  atomic.Int64          // Raft log bytes applied since the last snapshot
+	observed  chan raft.Observation // leader changes, for AwaitLeader
+	leaderMu  sync.Mutex
+	leaderCh  chan struct{} // closed at the next leader observation
 	// lastLeader and departed: see noteLeader (guarded by leaderMu).
 	lastLeader raft.ServerID
 	departed   map[int32]time.Time
@@ -108,6 +113,8 @@ type Node struct {
 	// refusedOld: nodes reconcile has logged as too old to be voters (only
 	// the voter reconcile service touches it).
 	refusedOld map[int32]bool
+	// refusedLink: nodes reconcile has logged as failing LinkTLS (same).
+	refusedLink map[int32]bool
 
 	haltOnce sync.Once
 	halted   chan struct{} // closed when the FSM halted (Halted)
@@ -124,7 +131,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{}),
-		refusedOld: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
+		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -168,7 +175,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.transport != nil {
 		trans, err = cfg.transport(bind, addr, hlog)
 	} else {
-		trans, n.peers, err = tcpTransport(bind, addr, hlog, n.noteConnClosed)
+		trans, n.peers, err = tcpTransport(bind, addr, hlog, n.noteConnClosed, cfg.LinkTLS, n.nodeAt)
 	}
 	if err != nil {
 		store.Close()
@@ -241,6 +248,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 			n.Shutdown()
 			return nil, err
 		}
+		n.linkNames.Store(n.gossip)
 		n.gossip.join(cfg.Join)
 		n.wg.Add(1)
 		go n.membershipLoop()

@@ -32,6 +32,8 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"reload interval", []string{"--tls-reload-interval", "1ms"}, "--tls-reload-interval"},
 		{"gossip key not base64", []string{"--gossip-key-file", file}, "--gossip-key-file"},
 		{"gossip key file empty", []string{"--gossip-key-file", empty}, "--gossip-key-file"},
+		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
+		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
