@@ -6,7 +6,9 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,7 +37,13 @@ type nodeMeta struct {
 	// Level is the highest feature level this node's binary supports.
 	// Releases before feature levels send none: LevelBaseline.
 	Level fsm.Level `json:"fl,omitempty"`
+	// Listeners are the advertised addresses of the node's named Kafka
+	// listeners (its --kafka-addr one included); none when it has only the
+	// one, unnamed.
+	Listeners map[string]string `json:"ls,omitempty"`
 }
+
+func (m nodeMeta) equal(o nodeMeta) bool { return reflect.DeepEqual(m, o) }
 
 // member is what gossip knows of a node.
 type member struct {
@@ -139,6 +147,7 @@ func (g *gossip) localMeta() nodeMeta {
 		ID: g.n.cfg.NodeID, ClusterID: g.n.clusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
 		RaftAddr: g.n.cfg.RaftAddr, AdminAddr: g.n.cfg.AdminAddr, Expect: g.n.cfg.BootstrapExpect,
 		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(), Level: g.n.maxLevel(),
+		Listeners: g.n.cfg.Listeners,
 	}
 }
 
@@ -257,7 +266,7 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	if prev != nil && prev.state == state {
 		cur.since = prev.since
 	}
-	if prev == nil || alive(prev.state) != alive(state) || prev.meta.KafkaAddr != m.KafkaAddr {
+	if prev == nil || alive(prev.state) != alive(state) || prev.meta.KafkaAddr != m.KafkaAddr || !maps.Equal(prev.meta.Listeners, m.Listeners) {
 		g.version++
 	}
 	g.members[n.Name] = cur

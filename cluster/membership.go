@@ -54,7 +54,7 @@ func (n *Node) membershipLoop() {
 				n.gossip.join(n.cfg.Join)
 			}
 		}
-		if m := n.gossip.localMeta(); m != lastMeta && !n.leaving.Load() {
+		if m := n.gossip.localMeta(); !m.equal(lastMeta) && !n.leaving.Load() {
 			lastMeta = m
 			n.gossip.refresh()
 		}

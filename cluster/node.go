@@ -29,11 +29,14 @@ import (
 
 // Config is what a node needs to join Raft.
 type Config struct {
-	NodeID          int32
-	DataDir         string
-	RaftAddr        string // advertised address of the Raft transport (what other nodes dial)
-	RaftBindAddr    string // listen address of the Raft transport; "" is RaftAddr
-	KafkaAddr       string // advertised Kafka address of this node
+	NodeID       int32
+	DataDir      string
+	RaftAddr     string // advertised address of the Raft transport (what other nodes dial)
+	RaftBindAddr string // listen address of the Raft transport; "" is RaftAddr
+	KafkaAddr    string // advertised Kafka address of this node
+	// Listeners names this node's Kafka listeners and their advertised
+	// addresses (KafkaAddr's among them), when it has named ones.
+	Listeners       map[string]string
 	GossipAddr      string // advertised memberlist address; "" runs without gossip
 	GossipBindAddr  string // memberlist listen address; "" is GossipAddr
 	AdminAddr       string // advertised in gossip for operators
@@ -71,6 +74,20 @@ type NodeInfo struct {
 	ID        int32
 	KafkaAddr string
 	RaftAddr  string
+	// Listeners: the advertised addresses of the node's named Kafka
+	// listeners; nil when it has only KafkaAddr's, unnamed.
+	Listeners map[string]string
+}
+
+// ListenerAddr is where clients of the named listener reach the node: ""
+// names KafkaAddr's listener. ok is false when the node has no listener of
+// that name.
+func (i NodeInfo) ListenerAddr(name string) (string, bool) {
+	if name == "" || i.Listeners == nil {
+		return i.KafkaAddr, true
+	}
+	addr, ok := i.Listeners[name]
+	return addr, ok
 }
 
 // Node is one Raft member.
@@ -538,7 +555,7 @@ func (n *Node) maxLevel() fsm.Level {
 
 // Self describes this node.
 func (n *Node) Self() NodeInfo {
-	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr}
+	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr, Listeners: n.cfg.Listeners}
 }
 
 // ClusterID is the replicated cluster id ("" until the first leader set it).
@@ -556,7 +573,7 @@ func (n *Node) Brokers() []NodeInfo {
 		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) || n.departedHidden(m) {
 			continue
 		}
-		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
+		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
 	}
 	sortNodes(out)
 	return out
@@ -577,7 +594,7 @@ func (n *Node) LiveNodes() ([]NodeInfo, uint64) {
 	live, version := n.gossip.live()
 	for _, m := range live {
 		if m.meta.ID != n.cfg.NodeID {
-			out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
+			out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
 		}
 	}
 	sortNodes(out)

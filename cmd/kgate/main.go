@@ -118,6 +118,7 @@ func serve(ctx context.Context, cfg *config) error {
 		GossipBindAddr:    cfg.GossipAddr,
 		GossipKeys:        gossipKeys,
 		LinkTLS:           linkTLS,
+		Listeners:         cfg.listenersConfig.advertised(),
 		AdminAddr:         cfg.AdminAddr,
 		Join:              cfg.joinList(),
 		DeadNodeReapAfter: cfg.DeadNodeReapAfter,
@@ -185,6 +186,11 @@ func serve(ctx context.Context, cfg *config) error {
 	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, log)
 	if err != nil {
 		return err
+	}
+	if certReloader != nil {
+		gcfg.Listeners = cfg.listenersConfig.gatewayListeners(certReloader.ServerConfig())
+	} else {
+		gcfg.Listeners = cfg.listenersConfig.gatewayListeners(nil)
 	}
 	srv := gateway.New(gcfg, backend, node)
 	if err := srv.Listen(); err != nil {
