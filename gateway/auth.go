@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"time"
 
 	"github.com/kgate/kgate/fsm"
@@ -25,8 +26,13 @@ type SASL struct {
 	FailureDelay time.Duration
 	// SessionLifetime, when positive, is how long an authentication lasts
 	// (connections.max.reauth.ms, KIP-368); the client re-authenticates on
-	// the same connection before it ends, or the connection is closed.
+	// the same connection before it ends, or the connection is closed. An
+	// OAUTHBEARER session also ends with its token, as in Kafka.
 	SessionLifetime time.Duration
+	// OAuthKeys are the keys OAUTHBEARER tokens are signed with (re-read
+	// when their file changes); OAuthRules what else a token must meet.
+	OAuthKeys  func() (*sasl.KeySet, error)
+	OAuthRules sasl.TokenRules
 }
 
 // Credentials is the replicated SCRAM credential store.
@@ -101,6 +107,13 @@ func scramMechanism(name string) (fsm.ScramMechanism, bool) {
 
 // newExchange starts the server side of a mechanism.
 func (s *Server) newExchange(mechanism string) sasl.Server {
+	if mechanism == sasl.OAuthBearer {
+		keys := s.cfg.SASL.OAuthKeys
+		if keys == nil {
+			keys = func() (*sasl.KeySet, error) { return nil, errors.New("no OAUTHBEARER key set configured") }
+		}
+		return &sasl.OAuthBearerServer{Keys: keys, Rules: s.cfg.SASL.OAuthRules}
+	}
 	if mechanism == sasl.Plain {
 		lookup := s.cfg.SASL.PlainUsers
 		if lookup == nil {

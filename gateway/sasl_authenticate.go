@@ -45,9 +45,13 @@ func (s *Server) handleSASLAuthenticate(ctx context.Context, r *Request) Reply {
 	if done {
 		sess.authed, sess.user = true, sess.exchange.User()
 		sess.reauthMechanism = sess.mechanism
+		finished := sess.exchange
 		sess.mechanism, sess.exchange = "", nil
 		sess.expires = time.Time{}
 		if lt := s.cfg.SASL.SessionLifetime; lt > 0 {
+			if ex, ok := finished.(interface{ Expires() time.Time }); ok {
+				lt = min(lt, max(time.Until(ex.Expires()), time.Millisecond))
+			}
 			sess.expires = time.Now().Add(lt)
 			resp.SessionLifetimeMillis = lt.Milliseconds()
 		}

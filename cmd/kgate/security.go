@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/admin"
 	"github.com/kgate/kgate/gateway/certs"
+	"github.com/kgate/kgate/gateway/sasl"
 )
 
 // securityConfig is the flags of listener TLS, SASL, the admin token and
@@ -41,6 +43,11 @@ type securityConfig struct {
 	RaftTLSCert        string
 	RaftTLSKey         string
 	RaftTLSCA          string
+	OAuthJWKSFile      string
+	OAuthIssuer        string
+	OAuthAudience      string
+	OAuthSubClaim      string
+	OAuthClockSkew     time.Duration
 }
 
 func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
@@ -48,7 +55,12 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.StringVar(&c.KafkaTLSKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
 	fs.StringVar(&c.KafkaTLSClientCA, "kafka-tls-client-ca", "", "PEM CA certificates; clients must present a certificate they sign (mutual TLS)")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", 10*time.Second, "how often certificate files are checked for changes (SIGHUP reloads at once)")
-	fs.StringVar(&c.SASLMechanisms, "sasl-enabled-mechanisms", "", "comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; when set every client must authenticate (Kafka's sasl.enabled.mechanisms)")
+	fs.StringVar(&c.SASLMechanisms, "sasl-enabled-mechanisms", "", "comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; when set every client must authenticate (Kafka's sasl.enabled.mechanisms)")
+	fs.StringVar(&c.OAuthJWKSFile, "sasl-oauthbearer-jwks-file", "", "JWKS file of the keys OAUTHBEARER tokens are signed with, re-read when it changes (Kafka's sasl.oauthbearer.jwks.endpoint.url)")
+	fs.StringVar(&c.OAuthIssuer, "sasl-oauthbearer-expected-issuer", "", "iss an OAUTHBEARER token must carry (Kafka's sasl.oauthbearer.expected.issuer)")
+	fs.StringVar(&c.OAuthAudience, "sasl-oauthbearer-expected-audience", "", "comma list; an OAUTHBEARER token's aud must name one (Kafka's sasl.oauthbearer.expected.audience)")
+	fs.StringVar(&c.OAuthSubClaim, "sasl-oauthbearer-sub-claim-name", "sub", "claim naming an OAUTHBEARER token's principal (Kafka's sasl.oauthbearer.sub.claim.name)")
+	fs.DurationVar(&c.OAuthClockSkew, "sasl-oauthbearer-clock-skew", 30*time.Second, "clock difference allowed when checking a token's exp and nbf (Kafka's sasl.oauthbearer.clock.skew.seconds)")
 	fs.StringVar(&c.SASLPlainUsersFile, "sasl-plain-users-file", "", "file of PLAIN users, one user:password a line")
 	fs.DurationVar(&c.FailedAuthDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "delay before answering a failed authentication and closing (Kafka's connection.failed.authentication.delay.ms)")
 	fs.DurationVar(&c.MaxReauth, "connections-max-reauth", 0, "SASL session lifetime; clients re-authenticate before it ends or are disconnected, 0 = unlimited (Kafka's connections.max.reauth.ms)")
@@ -62,7 +74,7 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys (16, 24 or 32 bytes), one a line: the first encrypts, all decrypt; SIGHUP reloads it (key rotation)")
 }
 
-var knownMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+var knownMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
 
 func (c *securityConfig) validate() error {
 	if (c.KafkaTLSCert == "") != (c.KafkaTLSKey == "") {
@@ -76,7 +88,7 @@ func (c *securityConfig) validate() error {
 	}
 	for _, f := range []struct{ name, path string }{
 		{"kafka-tls-cert", c.KafkaTLSCert}, {"kafka-tls-key", c.KafkaTLSKey}, {"kafka-tls-client-ca", c.KafkaTLSClientCA},
-		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile}, {"gossip-key-file", c.GossipKeyFile},
+		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile}, {"gossip-key-file", c.GossipKeyFile}, {"sasl-oauthbearer-jwks-file", c.OAuthJWKSFile},
 		{"raft-tls-cert", c.RaftTLSCert}, {"raft-tls-key", c.RaftTLSKey}, {"raft-tls-ca", c.RaftTLSCA},
 	} {
 		if f.path == "" {
@@ -101,6 +113,20 @@ func (c *securityConfig) validate() error {
 	}
 	if slices.Contains(c.mechanisms(), "PLAIN") && c.SASLPlainUsersFile == "" {
 		return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: PLAIN needs --sasl-plain-users-file")
+	}
+	if slices.Contains(c.mechanisms(), "OAUTHBEARER") {
+		if c.OAuthJWKSFile == "" {
+			return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: OAUTHBEARER needs --sasl-oauthbearer-jwks-file")
+		}
+		if _, err := loadKeySet(c.OAuthJWKSFile); err != nil {
+			return err
+		}
+		if c.OAuthSubClaim == "" {
+			return fmt.Errorf("invalid value for --sasl-oauthbearer-sub-claim-name: must not be empty")
+		}
+		if c.OAuthClockSkew < 0 {
+			return fmt.Errorf("invalid value %s for --sasl-oauthbearer-clock-skew: must not be negative", c.OAuthClockSkew)
+		}
 	}
 	if c.FailedAuthDelay < 0 || c.FailedAuthDelay > time.Minute {
 		return fmt.Errorf("invalid value %s for --connection-failed-authentication-delay: must be 0..1m", c.FailedAuthDelay)
@@ -178,6 +204,15 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 			}
 			s.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
 		}
+		if slices.Contains(mechs, "OAUTHBEARER") {
+			s.OAuthKeys = keySetFile(c.OAuthJWKSFile, log)
+			s.OAuthRules = sasl.TokenRules{Issuer: c.OAuthIssuer, SubClaim: c.OAuthSubClaim, ClockSkew: c.OAuthClockSkew}
+			for _, a := range strings.Split(c.OAuthAudience, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					s.OAuthRules.Audiences = append(s.OAuthRules.Audiences, a)
+				}
+			}
+		}
 		if rl == nil && slices.Contains(mechs, "PLAIN") {
 			log.Warn("SASL PLAIN without --kafka-tls-cert: passwords cross the network in clear")
 		}
@@ -207,6 +242,48 @@ func linkSecurity(c *securityConfig, log *slog.Logger) (*cluster.LinkTLS, *certs
 		return nil, nil, fmt.Errorf("--raft-tls-cert: %w", err)
 	}
 	return &cluster.LinkTLS{Server: rl.ServerConfig(), Client: rl.ClientConfig}, rl, nil
+}
+
+func loadKeySet(path string) (*sasl.KeySet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--sasl-oauthbearer-jwks-file: %w", err)
+	}
+	ks, err := sasl.ParseKeySet(b)
+	if err != nil {
+		return nil, fmt.Errorf("--sasl-oauthbearer-jwks-file: %s: %w", path, err)
+	}
+	return ks, nil
+}
+
+// keySetFile serves the JWKS file's keys, read again whenever the file's
+// size or modification time changed (key rotation); a file that no longer
+// parses keeps the previous keys.
+func keySetFile(path string, log *slog.Logger) func() (*sasl.KeySet, error) {
+	var mu sync.Mutex
+	var keys *sasl.KeySet
+	var stamp string
+	return func() (*sasl.KeySet, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fi, err := os.Stat(path)
+		if err == nil {
+			if now := fmt.Sprintf("%d/%d", fi.Size(), fi.ModTime().UnixNano()); now != stamp {
+				stamp = now
+				ks, err := loadKeySet(path)
+				if err != nil {
+					log.Error("OAUTHBEARER key set reload failed; keeping the previous keys", "err", err)
+				} else {
+					keys = ks
+					log.Info("OAUTHBEARER key set loaded", "file", path)
+				}
+			}
+		}
+		if keys == nil {
+			return nil, errors.New("no OAUTHBEARER key set loaded")
+		}
+		return keys, nil
+	}
 }
 
 // loadGossipKeys reads base64 keys, one a line ('#' comments).

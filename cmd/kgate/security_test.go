@@ -34,6 +34,8 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"reload interval", []string{"--tls-reload-interval", "1ms"}, "--tls-reload-interval"},
 		{"gossip key not base64", []string{"--gossip-key-file", file}, "--gossip-key-file"},
 		{"gossip key file empty", []string{"--gossip-key-file", empty}, "--gossip-key-file"},
+		{"oauthbearer without jwks", []string{"--sasl-enabled-mechanisms", "OAUTHBEARER"}, "--sasl-oauthbearer-jwks-file"},
+		{"oauthbearer bad jwks", []string{"--sasl-enabled-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-jwks-file", file}, "--sasl-oauthbearer-jwks-file"},
 		{"listener without protocol", []string{"--listeners", "OUTSIDE://127.0.0.1:9093"}, "--listener-security-protocol-map"},
 		{"ssl listener without cert", []string{"--listeners", "SSL://127.0.0.1:9093"}, "--kafka-tls-cert"},
 		{"sasl listener without mechanisms", []string{"--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "EXT:SASL_PLAINTEXT"}, "--sasl-enabled-mechanisms"},
