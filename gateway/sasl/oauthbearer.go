@@ -90,7 +90,9 @@ func ParseKeySet(doc []byte) (*KeySet, error) {
 	return ks, nil
 }
 
-func b64(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "=")) }
+func b64(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
 
 // TokenRules is what a token must satisfy besides its signature.
 type TokenRules struct {
