@@ -131,7 +131,16 @@ func FuzzSASL(f *testing.F) {
 	f.Add([]byte("n,a=u,n=u,r=abc,tokenauth=true"), []byte("c=biws,r=abcdef,p=="))
 	creds := map[string]ScramCredential{"u": credential(f, ScramSHA256, "secret")}
 	lookup := func(u string) (ScramCredential, bool) { c, ok := creds[u]; return c, ok }
+	f.Add([]byte("n,,\x01auth=Bearer eyJhbGciOiJSUzI1NiJ9.e30.AAAA\x01\x01"), []byte("\x01"))
+	keys, err := ParseKeySet([]byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, first, final []byte) {
+		oauth := &OAuthBearerServer{Keys: func() (*KeySet, error) { return keys, nil }}
+		if _, done, _ := oauth.Step(first); done {
+			t.Fatalf("OAUTHBEARER accepted a token no key signed: %q", first)
+		}
 		if _, done, _ := (&PlainServer{Lookup: func(string) (string, bool) { return "secret", true }}).Step(first); done && !strings.HasSuffix(string(first), "\x00secret") {
 			t.Fatalf("PLAIN accepted %q", first)
 		}
