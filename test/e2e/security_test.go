@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -232,6 +233,71 @@ func TestSecuritySASLSSLClients(t *testing.T) {
 		out, err := runTool(dir, py, "secure_client.py", write("py-mech.json", conf), "py-mech", "expect-auth-failure")
 		if err != nil {
 			t.Fatalf("mechanism not enabled: %v\n%s", err, out)
+		}
+	})
+	t.Run("kafkajs SCRAM-SHA-512", func(t *testing.T) {
+		dir := clientsDir(t, "kafkajs")
+		requireCommand(t, "kafkajs (npm ci in test/clients/kafkajs)", dir, "node", "-e", "require('kafkajs')")
+		env := []string{"KGATE_E2E_SSL_CA=" + ca, "KGATE_E2E_SASL_MECHANISM=scram-sha-512", "KGATE_E2E_SASL_USER=alice"}
+		run := func(password string, args ...string) (string, error) {
+			cmd := exec.Command("node", append([]string{"client.js", k.kafka, "kafkajs-scram"}, args...)...)
+			cmd.Dir, cmd.Env = dir, append(append(os.Environ(), env...), "KGATE_E2E_SASL_PASSWORD="+password)
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		for _, args := range [][]string{{"create", "3"}, {"produce", "0", "300", "none"}, {"verify", "0", "300", "-"}} {
+			if out, err := run("alice-secret", args...); err != nil {
+				t.Fatalf("kafkajs %v: %v\n%s", args, err, out)
+			}
+		}
+		if out, err := run("guess", "verify", "0", "300", "-"); err == nil || !strings.Contains(out, "SASL") {
+			t.Fatalf("kafkajs with a wrong password: %v\n%s", err, out)
+		}
+	})
+	t.Run("sarama PLAIN", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(must(os.ReadFile(ca)))
+		cfg := saramaConfig()
+		cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, &tls.Config{RootCAs: pool}
+		cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism = true, sarama.SASLTypePlaintext
+		cfg.Net.SASL.User, cfg.Net.SASL.Password = "admin", "admin-secret"
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		prod, err := sarama.NewSyncProducer([]string{k.kafka}, cfg)
+		if err != nil {
+			t.Fatalf("sarama producer over SASL_SSL: %v", err)
+		}
+		defer prod.Close()
+		for i := range 5 {
+			if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "sarama-plain", Partition: 0, Value: sarama.StringEncoder(fmt.Sprint(i))}); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+		}
+		cons, err := sarama.NewConsumer([]string{k.kafka}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		pc, err := cons.ConsumePartition("sarama-plain", 0, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		timeout := time.After(30 * time.Second)
+		for i := range 5 {
+			select {
+			case m := <-pc.Messages():
+				if string(m.Value) != fmt.Sprint(i) {
+					t.Fatalf("record %d: %q", i, m.Value)
+				}
+			case <-timeout:
+				t.Fatalf("read %d of 5 records", i)
+			}
+		}
+		cfg.Net.SASL.Password = "guess"
+		if c, err := sarama.NewClient([]string{k.kafka}, cfg); err == nil {
+			c.Close()
+			t.Fatal("sarama with a wrong password connected")
 		}
 	})
 	t.Run("admin API needs the token", func(t *testing.T) {

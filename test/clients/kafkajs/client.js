@@ -92,6 +92,24 @@ function record(i) {
   }
 }
 
+// With KGATE_E2E_SASL_MECHANISM (plain, scram-sha-256, scram-sha-512),
+// KGATE_E2E_SASL_USER and KGATE_E2E_SASL_PASSWORD the client authenticates;
+// with KGATE_E2E_SSL_CA it speaks TLS trusting that CA file.
+function security() {
+  const out = {}
+  if (process.env.KGATE_E2E_SSL_CA) {
+    out.ssl = { ca: [require('fs').readFileSync(process.env.KGATE_E2E_SSL_CA, 'utf8')] }
+  }
+  if (process.env.KGATE_E2E_SASL_MECHANISM) {
+    out.sasl = {
+      mechanism: process.env.KGATE_E2E_SASL_MECHANISM,
+      username: process.env.KGATE_E2E_SASL_USER,
+      password: process.env.KGATE_E2E_SASL_PASSWORD,
+    }
+  }
+  return out
+}
+
 function newKafka(bootstrap) {
   return new Kafka({
     clientId: 'kgate-e2e-kafkajs',
@@ -100,6 +118,7 @@ function newKafka(bootstrap) {
     connectionTimeout: 10000,
     requestTimeout: 30000,
     retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 5000 },
+    ...security(),
   })
 }
 
