@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/gateway/certs"
 )
 
 // commands are kgate's subcommands other than serve and version: each
@@ -43,6 +45,7 @@ type adminCLI struct {
 	timeout time.Duration
 	out     io.Writer
 	http    *http.Client
+	scheme  string // of bare host:port admin addresses: http, or https with --admin-tls-*
 }
 
 // parseAdminFlags parses an admin command's flags; --admin defaults to
@@ -60,6 +63,12 @@ func parseAdminFlags(name string, args []string, errOut io.Writer, positional st
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long")
 	tokenDef, _ := os.LookupEnv("KGATE_ADMIN_TOKEN_FILE")
 	tokenFile := fs.String("admin-token-file", tokenDef, "file holding the admin API's bearer token, for nodes started with --admin-token-file (env KGATE_ADMIN_TOKEN_FILE)")
+	caDef, _ := os.LookupEnv("KGATE_ADMIN_TLS_CA")
+	caFile := fs.String("admin-tls-ca", caDef, "PEM CA certificates the admin API's certificate is checked against; speaks HTTPS (env KGATE_ADMIN_TLS_CA)")
+	certDef, _ := os.LookupEnv("KGATE_ADMIN_TLS_CERT")
+	certFile := fs.String("admin-tls-cert", certDef, "PEM client certificate for nodes started with --admin-tls-client-ca (env KGATE_ADMIN_TLS_CERT)")
+	keyDef, _ := os.LookupEnv("KGATE_ADMIN_TLS_KEY")
+	keyFile := fs.String("admin-tls-key", keyDef, "PEM key of --admin-tls-cert (env KGATE_ADMIN_TLS_KEY)")
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "usage: kgate %s [flags] %s\n", name, positional)
 		fs.PrintDefaults()
@@ -77,14 +86,50 @@ func parseAdminFlags(name string, args []string, errOut io.Writer, positional st
 		args = fs.Args()[1:]
 	}
 	c.http = &http.Client{Timeout: c.timeout}
+	c.scheme = "http"
+	var transport http.RoundTripper = http.DefaultTransport
+	if *caFile != "" || *certFile != "" || strings.HasPrefix(c.admin, "https://") {
+		tc, err := adminClientTLS(*caFile, *certFile, *keyFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tc
+		transport, c.scheme = t, "https"
+	}
 	if *tokenFile != "" {
 		tok, err := os.ReadFile(*tokenFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--admin-token-file: %w", err)
 		}
-		c.http.Transport = bearer{token: strings.TrimSpace(string(tok)), next: http.DefaultTransport}
+		transport = bearer{token: strings.TrimSpace(string(tok)), next: transport}
 	}
+	c.http.Transport = transport
 	return c, rest, nil
+}
+
+// adminClientTLS is the CLI's TLS configuration: the CA to trust (the
+// system roots without one) and the client certificate, if any.
+func adminClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := certs.LoadPool(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-tls-ca: %w", err)
+		}
+		tc.RootCAs = pool
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--admin-tls-cert and --admin-tls-key: give both or neither")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-tls-cert: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // bearer adds the admin API's token to every request.
@@ -99,12 +144,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// url is the admin API URL of path on addr (host:port or an http URL).
-func adminURL(addr, path string) string {
+// url is the admin API URL of path on addr (host:port or an http(s) URL).
+func (c *adminCLI) url(addr, path string) string {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return strings.TrimSuffix(addr, "/") + path
 	}
-	return "http://" + addr + path
+	return c.scheme + "://" + addr + path
 }
 
 // get fetches path and returns the body of a 200 answer.
@@ -115,7 +160,7 @@ func (c *adminCLI) get(path string) ([]byte, error) {
 func (c *adminCLI) do(method, addr, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, adminURL(addr, path), nil)
+	req, err := http.NewRequestWithContext(ctx, method, c.url(addr, path), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +496,7 @@ func runHealth(args []string, out, errOut io.Writer) int {
 	return runAdmin("health", "", args, out, errOut, none, func(c *adminCLI, _ []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, adminURL(c.admin, "/readyz"), nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.admin, "/readyz"), nil)
 		if err != nil {
 			return err
 		}
@@ -518,7 +563,7 @@ func saveSnapshot(c *adminCLI, rest []string) error {
 		return err
 	}
 	c.http.Timeout = 0 // a large snapshot may take longer than --timeout to copy
-	req, err := http.NewRequest(http.MethodGet, adminURL(leader, "/v1/snapshot"), nil)
+	req, err := http.NewRequest(http.MethodGet, c.url(leader, "/v1/snapshot"), nil)
 	if err != nil {
 		return err
 	}

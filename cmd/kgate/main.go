@@ -197,7 +197,7 @@ func serve(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
 	reg.MustRegister(node, groups, srv)
-	adminOpts, err := adminOptions(&cfg.securityConfig)
+	adminOpts, adminReloader, err := adminOptions(&cfg.securityConfig, log)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func serve(ctx context.Context, cfg *config) error {
 	bg.Add(2)
 	go func() {
 		defer bg.Done()
-		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, []*certs.Reloader{certReloader, linkReloader}, node, log)
+		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, []*certs.Reloader{certReloader, linkReloader, adminReloader}, node, log)
 	}()
 	go func() {
 		defer bg.Done()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -43,6 +44,9 @@ type securityConfig struct {
 	RaftTLSCert        string
 	RaftTLSKey         string
 	RaftTLSCA          string
+	AdminTLSCert       string
+	AdminTLSKey        string
+	AdminTLSClientCA   string
 	OAuthJWKSFile      string
 	OAuthIssuer        string
 	OAuthAudience      string
@@ -65,6 +69,9 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.DurationVar(&c.FailedAuthDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "delay before answering a failed authentication and closing (Kafka's connection.failed.authentication.delay.ms)")
 	fs.DurationVar(&c.MaxReauth, "connections-max-reauth", 0, "SASL session lifetime; clients re-authenticate before it ends or are disconnected, 0 = unlimited (Kafka's connections.max.reauth.ms)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token the admin API requires (all but /healthz and /readyz)")
+	fs.StringVar(&c.AdminTLSCert, "admin-tls-cert", "", "PEM certificate chain of the admin API; with --admin-tls-key it speaks HTTPS only")
+	fs.StringVar(&c.AdminTLSKey, "admin-tls-key", "", "PEM private key of --admin-tls-cert")
+	fs.StringVar(&c.AdminTLSClientCA, "admin-tls-client-ca", "", "PEM CA certificates; every admin path but /healthz and /readyz wants a client certificate they sign (403 otherwise)")
 	fs.BoolVar(&c.AdminPprof, "admin-pprof", false, "serve Go profiles on the admin API under /debug/pprof/")
 	fs.StringVar(&c.IggyPasswordFile, "iggy-password-file", "", "file holding the Iggy password (instead of --iggy-password)")
 	fs.StringVar(&c.IggyTokenFile, "iggy-token-file", "", "file holding the Iggy personal access token (instead of --iggy-token)")
@@ -83,12 +90,19 @@ func (c *securityConfig) validate() error {
 	if c.KafkaTLSClientCA != "" && c.KafkaTLSCert == "" {
 		return fmt.Errorf("invalid value for --kafka-tls-client-ca: needs --kafka-tls-cert and --kafka-tls-key")
 	}
+	if (c.AdminTLSCert == "") != (c.AdminTLSKey == "") {
+		return fmt.Errorf("invalid value for --admin-tls-cert/--admin-tls-key: give both or neither")
+	}
+	if c.AdminTLSClientCA != "" && c.AdminTLSCert == "" {
+		return fmt.Errorf("invalid value for --admin-tls-client-ca: needs --admin-tls-cert and --admin-tls-key")
+	}
 	if n := countSet(c.RaftTLSCert, c.RaftTLSKey, c.RaftTLSCA); n != 0 && n != 3 {
 		return fmt.Errorf("invalid value for --raft-tls-cert/--raft-tls-key/--raft-tls-ca: give all three or none")
 	}
 	for _, f := range []struct{ name, path string }{
 		{"kafka-tls-cert", c.KafkaTLSCert}, {"kafka-tls-key", c.KafkaTLSKey}, {"kafka-tls-client-ca", c.KafkaTLSClientCA},
 		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile}, {"gossip-key-file", c.GossipKeyFile}, {"sasl-oauthbearer-jwks-file", c.OAuthJWKSFile},
+		{"admin-tls-cert", c.AdminTLSCert}, {"admin-tls-key", c.AdminTLSKey}, {"admin-tls-client-ca", c.AdminTLSClientCA},
 		{"raft-tls-cert", c.RaftTLSCert}, {"raft-tls-key", c.RaftTLSKey}, {"raft-tls-ca", c.RaftTLSCA},
 	} {
 		if f.path == "" {
@@ -316,7 +330,7 @@ func loadGossipKeys(path string) ([][]byte, error) {
 // before any listener opens, so a SIGHUP sent once the node answers never
 // finds it unprepared.
 func notifyHangup(c *securityConfig) chan os.Signal {
-	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" && c.RaftTLSCert == "" {
+	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" && c.RaftTLSCert == "" && c.AdminTLSCert == "" {
 		return nil
 	}
 	hup := make(chan os.Signal, 1)
@@ -374,18 +388,39 @@ func reloadOnHangup(ctx context.Context, hup chan os.Signal, c *securityConfig, 
 	}
 }
 
-// adminOptions reads the admin token file.
-func adminOptions(c *securityConfig) ([]admin.Option, error) {
+// adminOptions reads the admin token file and sets up the admin API's
+// TLS; the reloader (nil without TLS) follows the certificate files.
+func adminOptions(c *securityConfig, log *slog.Logger) ([]admin.Option, *certs.Reloader, error) {
 	var opts []admin.Option
+	var rl *certs.Reloader
+	if c.AdminTLSCert != "" {
+		var err error
+		rl, err = certs.NewReloader(certs.Files{Cert: c.AdminTLSCert, Key: c.AdminTLSKey, ClientCA: c.AdminTLSClientCA}, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--admin-tls-cert: %w", err)
+		}
+		tc := rl.ServerConfig()
+		perHello := tc.GetConfigForClient
+		// Ask for a client certificate but do not require one at the
+		// handshake: probes reach /healthz and /readyz without one.
+		tc.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg, err := perHello(h)
+			if cfg != nil && cfg.ClientAuth == tls.RequireAndVerifyClientCert {
+				cfg.ClientAuth = tls.VerifyClientCertIfGiven
+			}
+			return cfg, err
+		}
+		opts = append(opts, admin.WithTLS(tc, c.AdminTLSClientCA != ""))
+	}
 	if c.AdminTokenFile != "" {
 		tok, err := readSecret("admin-token-file", c.AdminTokenFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts = append(opts, admin.WithToken(tok))
 	}
 	if c.AdminPprof {
 		opts = append(opts, admin.WithPprof())
 	}
-	return opts, nil
+	return opts, rl, nil
 }

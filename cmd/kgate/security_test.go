@@ -34,6 +34,8 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"reload interval", []string{"--tls-reload-interval", "1ms"}, "--tls-reload-interval"},
 		{"gossip key not base64", []string{"--gossip-key-file", file}, "--gossip-key-file"},
 		{"gossip key file empty", []string{"--gossip-key-file", empty}, "--gossip-key-file"},
+		{"admin tls cert without key", []string{"--admin-tls-cert", file}, "--admin-tls-cert"},
+		{"admin client ca without cert", []string{"--admin-tls-client-ca", file}, "--admin-tls-client-ca"},
 		{"oauthbearer without jwks", []string{"--sasl-enabled-mechanisms", "OAUTHBEARER"}, "--sasl-oauthbearer-jwks-file"},
 		{"oauthbearer bad jwks", []string{"--sasl-enabled-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-jwks-file", file}, "--sasl-oauthbearer-jwks-file"},
 		{"listener without protocol", []string{"--listeners", "OUTSIDE://127.0.0.1:9093"}, "--listener-security-protocol-map"},

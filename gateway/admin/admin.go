@@ -6,6 +6,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -67,14 +68,25 @@ type Server struct {
 	log     *slog.Logger
 	srv     *http.Server
 	ln      net.Listener
+	tls     *tls.Config // nil: plain HTTP
 }
 
 // Option adjusts the admin server.
 type Option func(*options)
 
 type options struct {
-	token string
-	pprof bool
+	token          string
+	pprof          bool
+	tls            *tls.Config
+	requireCertFor bool
+}
+
+// WithTLS serves HTTPS only. With clientCerts the configuration asks for
+// client certificates without requiring them at the handshake (so probes
+// reach /healthz and /readyz without one), and every other path wants a
+// verified one: 403 otherwise.
+func WithTLS(c *tls.Config, clientCerts bool) Option {
+	return func(o *options) { o.tls, o.requireCertFor = c, clientCerts }
 }
 
 // WithToken requires "Authorization: Bearer <token>" on every path but
@@ -119,9 +131,26 @@ func New(cfg Config, opts ...Option) *Server {
 		private.HandleFunc("/debug/pprof/", pprof.Index)
 		private.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
-	mux.Handle("/", requireToken(o.token, private))
+	var guarded http.Handler = requireToken(o.token, private)
+	if o.requireCertFor {
+		guarded = requireClientCert(guarded)
+	}
+	mux.Handle("/", guarded)
 	s.srv = &http.Server{Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.tls = o.tls
 	return s
+}
+
+// requireClientCert lets a request through only over a connection whose
+// client presented a certificate the client CA verified.
+func requireClientCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a client certificate of the admin client CA is required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Addr is the bound address (after Listen).
@@ -150,6 +179,9 @@ func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.srv.Addr)
 	if err != nil {
 		return err
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
 	}
 	s.ln = ln
 	return nil
