@@ -39,7 +39,11 @@ const (
 // Changing an existing kind's encoding is a new version of it, never an
 // edit in place: append the level that allows writing it to since (since[v-1]
 // is the level for version v) and decode every version by the version
-// argument. A version this binary does not know stops the node.
+// argument. A version this binary does not know stops the node. Encode
+// writes the latest version, which Admit refuses below its level; a kind
+// that must still be proposed in a cluster below that level implements
+// versioned, and its proposer picks the version by the cluster's level
+// (RemoveMembers: v2 with a Guard, v1 without).
 var commands = map[Kind]commandSpec{
 	KindInitCluster: row("InitCluster", baseline,
 		func(d *dec, _ uint8) *InitCluster { return &InitCluster{ClusterID: d.str()} }, (*FSM).applyInitCluster),
