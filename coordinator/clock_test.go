@@ -90,7 +90,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 			return a.seq < b.seq
 		})
 		if len(c.timers) == 0 || c.timers[0].when.After(target) {
-			c.now = target
+			if target.After(c.now) { // an Advance running meanwhile may have gone further
+				c.now = target
+			}
 			c.mu.Unlock()
 			return
 		}
