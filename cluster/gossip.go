@@ -6,7 +6,9 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,7 +37,13 @@ type nodeMeta struct {
 	// Level is the highest feature level this node's binary supports.
 	// Releases before feature levels send none: LevelBaseline.
 	Level fsm.Level `json:"fl,omitempty"`
+	// Listeners are the advertised addresses of the node's named Kafka
+	// listeners (its --kafka-addr one included); none when it has only the
+	// one, unnamed.
+	Listeners map[string]string `json:"ls,omitempty"`
 }
+
+func (m nodeMeta) equal(o nodeMeta) bool { return reflect.DeepEqual(m, o) }
 
 // member is what gossip knows of a node.
 type member struct {
@@ -63,6 +71,10 @@ type gossip struct {
 
 	mu      sync.Mutex
 	members map[string]*member // by memberlist name
+	// version counts the changes of the set of live members (and of their
+	// Kafka addresses): work spread over Members compares it to learn that
+	// the spread may have moved, even away and back, since it last looked.
+	version uint64
 }
 
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
@@ -135,6 +147,7 @@ func (g *gossip) localMeta() nodeMeta {
 		ID: g.n.cfg.NodeID, ClusterID: g.n.clusterID(), KafkaAddr: g.n.cfg.KafkaAddr,
 		RaftAddr: g.n.cfg.RaftAddr, AdminAddr: g.n.cfg.AdminAddr, Expect: g.n.cfg.BootstrapExpect,
 		HasState: g.n.hasRaftState(), Leaving: g.n.leaving.Load(), Level: g.n.maxLevel(),
+		Listeners: g.n.cfg.Listeners,
 	}
 }
 
@@ -253,6 +266,9 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	if prev != nil && prev.state == state {
 		cur.since = prev.since
 	}
+	if prev == nil || alive(prev.state) != alive(state) || prev.meta.KafkaAddr != m.KafkaAddr || !maps.Equal(prev.meta.Listeners, m.Listeners) {
+		g.version++
+	}
 	g.members[n.Name] = cur
 	g.mu.Unlock()
 	for _, ch := range []chan struct{}{g.poke, g.changed} {
@@ -292,6 +308,21 @@ func (g *gossip) member(id raft.ServerID) (member, bool) {
 		return member{}, false
 	}
 	return *m, true
+}
+
+// live returns the live members sorted by node id and the version of
+// that set.
+func (g *gossip) live() ([]member, uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]member, 0, len(g.members))
+	for _, m := range g.members {
+		if alive(m.state) {
+			out = append(out, *m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].meta.ID < out[j].meta.ID })
+	return out, g.version
 }
 
 // snapshot returns every known member sorted by node id.

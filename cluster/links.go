@@ -18,7 +18,7 @@ import (
 // requests reach a node only this way, never on its Kafka listener, so no
 // client can mark a request as already forwarded; whoever can reach the
 // Raft port can already speak Raft, so this adds nothing an operator must
-// protect beyond what Raft needs.
+// protect beyond what Raft needs; LinkTLS (link_tls.go) protects both.
 
 // peerTag opens a connection carrying forwarded Kafka requests. After it
 // come Kafka request frames; each response frame is followed by the
@@ -42,6 +42,11 @@ type muxStream struct {
 	wg    sync.WaitGroup
 	// closed is called when an inbound Raft connection ends; nil: not watched.
 	closed func()
+	// tls secures every connection (nil: clear); nodeAt names the node a
+	// Raft address belongs to, so a dial checks it reached that node.
+	tls    *LinkTLS
+	nodeAt func(addr string) int32
+	log    hclog.Logger
 }
 
 // tcpTransport is the Raft TCP transport with forwarded-request connections
@@ -49,7 +54,7 @@ type muxStream struct {
 //
 // Each inbound Raft connection calls closed when it ends (see
 // noteConnClosed: a follower learns at once that its leader went away).
-func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func()) (*raft.NetworkTransport, *PeerListener, error) {
+func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func(), lt *LinkTLS, nodeAt func(string) int32) (*raft.NetworkTransport, *PeerListener, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, nil, err
@@ -61,7 +66,8 @@ func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func
 		ln.Close()
 		return nil, nil, errors.New("local bind address is not advertisable")
 	}
-	m := &muxStream{ln: ln, adv: advertise, raftC: make(chan net.Conn), done: make(chan struct{}), closed: closed}
+	m := &muxStream{ln: ln, adv: advertise, raftC: make(chan net.Conn), done: make(chan struct{}), closed: closed,
+		tls: lt, nodeAt: nodeAt, log: log}
 	m.peers = &PeerListener{m: m, c: make(chan net.Conn), closed: make(chan struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -93,6 +99,15 @@ func (m *muxStream) acceptLoop() {
 // cannot hold up Raft's connections.
 func (m *muxStream) classify(nc net.Conn) {
 	defer m.wg.Done()
+	if m.tls != nil {
+		tc, err := m.tls.acceptTLS(nc, classifyTimeout)
+		if err != nil {
+			m.log.Warn("refused a connection to the Raft port: not a node of this cluster", "remote", nc.RemoteAddr().String(), "error", err)
+			nc.Close()
+			return
+		}
+		nc = tc
+	}
 	var first [1]byte
 	_ = nc.SetReadDeadline(time.Now().Add(classifyTimeout))
 	if _, err := nc.Read(first[:]); err != nil {
@@ -150,7 +165,12 @@ func (m *muxStream) Addr() net.Addr { return m.adv }
 
 // Dial opens a Raft connection.
 func (m *muxStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
+	if m.tls == nil {
+		return net.DialTimeout("tcp", string(address), timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return m.tls.dialTLS(ctx, string(address), m.nodeAt(string(address)))
 }
 
 // peekedConn gives back the byte read to classify it.
@@ -210,8 +230,14 @@ func (n *Node) DialPeer(ctx context.Context, to NodeInfo) (net.Conn, error) {
 	if to.RaftAddr == "" {
 		return nil, errors.New("cluster: node has no known Raft address")
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", to.RaftAddr)
+	var nc net.Conn
+	var err error
+	if n.cfg.LinkTLS != nil {
+		nc, err = n.cfg.LinkTLS.dialTLS(ctx, to.RaftAddr, to.ID)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", to.RaftAddr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func (n *Node) membershipLoop() {
 				n.gossip.join(n.cfg.Join)
 			}
 		}
-		if m := n.gossip.localMeta(); m != lastMeta && !n.leaving.Load() {
+		if m := n.gossip.localMeta(); !m.equal(lastMeta) && !n.leaving.Load() {
 			lastMeta = m
 			n.gossip.refresh()
 		}
@@ -161,6 +161,10 @@ func (n *Node) reconcile() {
 			}
 		case alive(m.state) && !isVoter && !n.mayJoin(m):
 			// Not yet: it has Raft state but has not shown it is ours.
+		case alive(m.state) && (!isVoter || addr != raft.ServerAddress(m.meta.RaftAddr)) && !n.linkProven(m):
+			// Its Raft port does not show a certificate of the cluster's CA
+			// naming it (LinkTLS): a voter no node can replicate to would
+			// only shrink the quorum's margin.
 		case alive(m.state):
 			if !isVoter || addr != raft.ServerAddress(m.meta.RaftAddr) {
 				n.log.Info("adding voter", "node_id", m.meta.ID, "raft_addr", m.meta.RaftAddr)
@@ -189,6 +193,29 @@ func (n *Node) mayJoin(m member) bool {
 	}
 	fresh, ok := n.gossip.askDirectly(m)
 	return ok && !fresh.meta.HasState
+}
+
+// linkProven reports, with LinkTLS, whether m's Raft port completes a
+// mutual TLS handshake with a certificate of the cluster's CA naming m;
+// without LinkTLS it is always true.
+func (n *Node) linkProven(m member) bool {
+	if n.cfg.LinkTLS == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nc, err := n.cfg.LinkTLS.dialTLS(ctx, m.meta.RaftAddr, m.meta.ID)
+	if err != nil {
+		if !n.refusedLink[m.meta.ID] {
+			n.log.Warn("not adding a voter: its Raft port does not prove it is a node of this cluster",
+				"node_id", m.meta.ID, "raft_addr", m.meta.RaftAddr, "err", err)
+			n.refusedLink[m.meta.ID] = true
+		}
+		return false
+	}
+	delete(n.refusedLink, m.meta.ID)
+	nc.Close()
+	return true
 }
 
 func (n *Node) removeVoter(id raft.ServerID, why string) {

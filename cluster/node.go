@@ -29,11 +29,14 @@ import (
 
 // Config is what a node needs to join Raft.
 type Config struct {
-	NodeID          int32
-	DataDir         string
-	RaftAddr        string // advertised address of the Raft transport (what other nodes dial)
-	RaftBindAddr    string // listen address of the Raft transport; "" is RaftAddr
-	KafkaAddr       string // advertised Kafka address of this node
+	NodeID       int32
+	DataDir      string
+	RaftAddr     string // advertised address of the Raft transport (what other nodes dial)
+	RaftBindAddr string // listen address of the Raft transport; "" is RaftAddr
+	KafkaAddr    string // advertised Kafka address of this node
+	// Listeners names this node's Kafka listeners and their advertised
+	// addresses (KafkaAddr's among them), when it has named ones.
+	Listeners       map[string]string
 	GossipAddr      string // advertised memberlist address; "" runs without gossip
 	GossipBindAddr  string // memberlist listen address; "" is GossipAddr
 	AdminAddr       string // advertised in gossip for operators
@@ -47,7 +50,9 @@ type Config struct {
 	// keyring; 16, 24 or 32 bytes each): the first encrypts, every one
 	// decrypts. A node without a key of the ring cannot join. Nil: clear.
 	GossipKeys [][]byte
-	transport  transportFunc // nil: TCP
+	// LinkTLS secures the Raft port with mutual TLS (link_tls.go); nil: clear.
+	LinkTLS   *LinkTLS
+	transport transportFunc // nil: TCP
 	// MaxFeatureLevel caps the feature level this node reports it
 	// supports (nil: fsm.LatestLevel), which holds the cluster below the
 	// levels above it: tests pose as an older binary with it.
@@ -72,6 +77,20 @@ type NodeInfo struct {
 	ID        int32
 	KafkaAddr string
 	RaftAddr  string
+	// Listeners: the advertised addresses of the node's named Kafka
+	// listeners; nil when it has only KafkaAddr's, unnamed.
+	Listeners map[string]string
+}
+
+// ListenerAddr is where clients of the named listener reach the node: ""
+// names KafkaAddr's listener. ok is false when the node has no listener of
+// that name.
+func (i NodeInfo) ListenerAddr(name string) (string, bool) {
+	if name == "" || i.Listeners == nil {
+		return i.KafkaAddr, true
+	}
+	addr, ok := i.Listeners[name]
+	return addr, ok
 }
 
 // Node is one Raft member.
@@ -85,14 +104,17 @@ type Node struct {
 	trans *raft.NetworkTransport
 	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
 
-	metrics  *metrics
-	gossip   *gossip
-	leaving  atomic.Bool // Leave was called
-	notify   chan bool
-	logBytes atomic.Int64          // Raft log bytes applied since the last snapshot
-	observed chan raft.Observation // leader changes, for AwaitLeader
-	leaderMu sync.Mutex
-	leaderCh chan struct{} // closed at the next leader observation
+	metrics *metrics
+	gossip  *gossip
+	// linkNames is gossip for the Raft transport's dials, which may run
+	// before Start has set gossip.
+	linkNames atomic.Pointer[gossip]
+	leaving   atomic.Bool // Leave was called
+	notify    chan bool
+	logBytes  atomic.Int64          // Raft log bytes applied since the last snapshot
+	observed  chan raft.Observation // leader changes, for AwaitLeader
+	leaderMu  sync.Mutex
+	leaderCh  chan struct{} // closed at the next leader observation
 	// lastLeader and departed: see noteLeader (guarded by leaderMu).
 	lastLeader raft.ServerID
 	departed   map[int32]time.Time
@@ -111,6 +133,8 @@ type Node struct {
 	// refusedOld: nodes reconcile has logged as too old to be voters (only
 	// the voter reconcile service touches it).
 	refusedOld map[int32]bool
+	// refusedLink: nodes reconcile has logged as failing LinkTLS (same).
+	refusedLink map[int32]bool
 
 	haltOnce sync.Once
 	halted   chan struct{} // closed when the FSM halted (Halted)
@@ -127,7 +151,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{}),
-		refusedOld: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
+		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -171,7 +195,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.transport != nil {
 		trans, err = cfg.transport(bind, addr, hlog)
 	} else {
-		trans, n.peers, err = tcpTransport(bind, addr, hlog, n.noteConnClosed)
+		trans, n.peers, err = tcpTransport(bind, addr, hlog, n.noteConnClosed, cfg.LinkTLS, n.nodeAt)
 	}
 	if err != nil {
 		store.Close()
@@ -244,6 +268,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 			n.Shutdown()
 			return nil, err
 		}
+		n.linkNames.Store(n.gossip)
 		n.gossip.join(cfg.Join)
 		n.wg.Add(1)
 		go n.membershipLoop()
@@ -533,7 +558,7 @@ func (n *Node) maxLevel() fsm.Level {
 
 // Self describes this node.
 func (n *Node) Self() NodeInfo {
-	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr}
+	return NodeInfo{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.cfg.RaftAddr, Listeners: n.cfg.Listeners}
 }
 
 // ClusterID is the replicated cluster id ("" until the first leader set it).
@@ -551,10 +576,32 @@ func (n *Node) Brokers() []NodeInfo {
 		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) || n.departedHidden(m) {
 			continue
 		}
-		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr})
+		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
 	}
 	sortNodes(out)
 	return out
+}
+
+// LiveNodes lists this node and every node gossip sees alive, by node id,
+// with a version that changes whenever that set changes. Unlike Brokers it
+// leaves nothing out for failover's sake (a lost or replaced leader stays
+// until gossip says it is gone): every node derives it from the same gossip
+// events, so work spread over it, such as the Iggy backend's partition
+// leaders, is agreed on by all nodes but for the moments an event takes to
+// spread.
+func (n *Node) LiveNodes() ([]NodeInfo, uint64) {
+	out := []NodeInfo{n.Self()}
+	if n.gossip == nil {
+		return out, 0
+	}
+	live, version := n.gossip.live()
+	for _, m := range live {
+		if m.meta.ID != n.cfg.NodeID {
+			out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
+		}
+	}
+	sortNodes(out)
+	return out, version
 }
 
 // lostLeader is the id of the leader this follower is not in contact with

@@ -49,13 +49,16 @@ type session struct {
 	// reauthMechanism is the mechanism of the first authentication; a
 	// re-authentication must use the same one and the same user (KIP-368).
 	reauthMechanism string
+	// noSASL: the connection's listener does not authenticate clients.
+	noSASL bool
 }
 
-// startSession sets up a new connection's session: open when SASL is off,
-// authenticated by a verified client certificate, or waiting for SASL.
-func (s *Server) startSession(sess *session, tc *tls.Conn) {
-	if s.cfg.SASL == nil {
-		sess.authed = true
+// startSession sets up a new connection's session: open when its
+// listener does not authenticate, authenticated by a verified client
+// certificate, or waiting for SASL.
+func (s *Server) startSession(sess *session, tc *tls.Conn, listenerSASL bool) {
+	if s.cfg.SASL == nil || !listenerSASL {
+		sess.authed, sess.noSASL = true, true
 		return
 	}
 	if tc != nil {

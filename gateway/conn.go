@@ -18,12 +18,15 @@ import (
 // conn is one client connection: a reader that decodes and starts requests
 // in order, and a writer that sends their answers in the same order.
 type conn struct {
-	s     *Server
-	nc    net.Conn
-	log   *slog.Logger
-	peer  bool // another node's connection for forwarded requests
-	order inOrder
-	sess  session // authentication (auth.go); only the reader touches it
+	s    *Server
+	nc   net.Conn
+	log  *slog.Logger
+	peer bool // another node's connection for forwarded requests
+	// listener is the Kafka listener the connection came in on; nil for
+	// another node's.
+	listener *Listener
+	order    inOrder
+	sess     session // authentication (auth.go); only the reader touches it
 	// mutedUntil (unix nanoseconds) holds the next request back while a
 	// quota throttle runs (KIP-219).
 	mutedUntil atomic.Int64
@@ -175,6 +178,9 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		}
 		if !c.applyThrottle(ctx, p, resp) {
 			return
+		}
+		if c.listener != nil && c.listener.Name != "" {
+			c.s.localizeEndpoints(resp, c.listener.Name)
 		}
 		out = AppendResponse(out[:0], p.corr, resp)
 		if c.peer {

@@ -30,6 +30,7 @@ type followerCluster struct {
 func (f followerCluster) Self() cluster.NodeInfo {
 	return cluster.NodeInfo{ID: 2, KafkaAddr: "127.0.0.1:1"}
 }
+func (f followerCluster) LiveNodes() ([]cluster.NodeInfo, uint64) { return f.Brokers(), 0 }
 func (f followerCluster) Brokers() []cluster.NodeInfo {
 	return []cluster.NodeInfo{f.leader, f.Self()}
 }

@@ -43,15 +43,11 @@ func (h *leaderHints) leader(topic string, partition int32) (int32, int32) {
 		return -1, -1
 	}
 	if _, seen := h.nodes[id]; !seen {
-		found := false
-		for _, b := range h.s.cluster.Brokers() {
-			if b.ID == id {
-				h.nodes[id], found = b, true
-			}
-		}
+		n, found := h.s.node(id)
 		if !found {
 			return -1, -1
 		}
+		h.nodes[id] = n
 		h.order = append(h.order, id)
 	}
 	return id, h.epoch

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/cluster"
 )
 
 const authorizedOpsUnset = -2147483648
@@ -32,6 +34,51 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 }
 
 func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
+	resp := s.metadataOf(ctx, req)
+	s.listPartitionLeaders(resp)
+	return resp
+}
+
+// listPartitionLeaders adds to the brokers any partition leader Brokers
+// leaves out (a restarted former Raft leader that still leads partitions
+// of the Iggy backend): a client cannot produce to a leader it has no
+// address for.
+func (s *Server) listPartitionLeaders(resp *kmsg.MetadataResponse) {
+	listed := map[int32]bool{}
+	for _, b := range resp.Brokers {
+		listed[b.NodeID] = true
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader < 0 || listed[p.Leader] {
+				continue
+			}
+			listed[p.Leader] = true
+			if n, ok := s.node(p.Leader); ok {
+				host, port := brokerAddr(n)
+				resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: n.ID, Host: host, Port: port})
+			}
+		}
+	}
+}
+
+// node finds a node's endpoint among the brokers, then among every live node.
+func (s *Server) node(id int32) (cluster.NodeInfo, bool) {
+	for _, b := range s.cluster.Brokers() {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	live, _ := s.cluster.LiveNodes()
+	for _, b := range live {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return cluster.NodeInfo{}, false
+}
+
+func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, n := range s.cluster.Brokers() {
 		host, port := brokerAddr(n)

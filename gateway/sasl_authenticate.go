@@ -19,7 +19,7 @@ func (s *Server) handleSASLAuthenticate(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	sess := r.sess
-	if sess.exchange == nil {
+	if sess.noSASL || sess.exchange == nil {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate before a SaslHandshake")
 		return Reply{resp: resp, closeAfter: true}

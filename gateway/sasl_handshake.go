@@ -18,6 +18,10 @@ func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 	resp.SupportedMechanisms = s.cfg.SASL.Mechanisms
 	sess := r.sess
 	switch {
+	case sess.noSASL:
+		// A listener without SASL, as Kafka answers on one.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return Reply{resp: resp, closeAfter: true}
 	case req.Version == 0:
 		// v0 sends the mechanism's tokens unframed after this answer;
 		// every current client uses v1 with SaslAuthenticate.

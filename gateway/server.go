@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -43,6 +44,10 @@ type Config struct {
 	TLS *tls.Config
 	// SASL, when set, requires clients to authenticate (auth.go).
 	SASL *SASL
+	// Listeners, when set, are the Kafka listeners instead of the one on
+	// Addr with TLS and SASL above (listeners.go); SASL then holds the
+	// mechanisms of those that authenticate.
+	Listeners []Listener
 	// Credentials stores SCRAM users; with it DescribeUserScramCredentials
 	// and AlterUserScramCredentials are offered.
 	Credentials Credentials
@@ -93,6 +98,9 @@ func (c *Config) setDefaults() {
 type Cluster interface {
 	Self() cluster.NodeInfo
 	Brokers() []cluster.NodeInfo
+	// LiveNodes is every node gossip sees alive, with none left out for
+	// failover's sake (see cluster.Node.LiveNodes), and its version.
+	LiveNodes() ([]cluster.NodeInfo, uint64)
 	LeaderID() (int32, bool)
 	// AwaitLeader is LeaderID, waiting (bounded by ctx) while an election runs.
 	AwaitLeader(ctx context.Context) (int32, bool)
@@ -141,7 +149,7 @@ type Server struct {
 
 	metrics *metrics
 
-	ln    net.Listener
+	lns   []boundListener
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	wg    sync.WaitGroup
@@ -150,6 +158,9 @@ type Server struct {
 // New makes a server over a backend.
 func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	cfg.setDefaults()
+	if len(cfg.Listeners) == 0 {
+		cfg.Listeners = []Listener{{Addr: cfg.Addr, TLS: cfg.TLS, SASL: cfg.SASL != nil}}
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, quotas: cfg.Quotas,
 		throttle: throttler{window: cfg.QuotaWindow, now: time.Now}, conns: map[*conn]struct{}{}, metrics: newMetrics()}
 	if s.quotas == nil {
@@ -159,21 +170,41 @@ func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	return s
 }
 
-// Listen binds the Kafka port.
+// Listen binds the Kafka listeners.
 func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return err
+	for i := range s.cfg.Listeners {
+		l := &s.cfg.Listeners[i]
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			for _, b := range s.lns {
+				b.ln.Close()
+			}
+			s.lns = nil
+			if l.Name != "" {
+				return fmt.Errorf("listener %s: %w", l.Name, err)
+			}
+			return err
+		}
+		if l.TLS != nil {
+			ln = tls.NewListener(ln, l.TLS)
+		}
+		s.lns = append(s.lns, boundListener{Listener: l, ln: ln})
 	}
-	if s.cfg.TLS != nil {
-		ln = tls.NewListener(ln, s.cfg.TLS)
-	}
-	s.ln = ln
 	return nil
 }
 
-// Addr is the bound address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+// Addr is the bound address of the first listener.
+func (s *Server) Addr() net.Addr { return s.lns[0].ln.Addr() }
+
+// ListenerAddr is the bound address of the named listener; nil if none.
+func (s *Server) ListenerAddr(name string) net.Addr {
+	for _, b := range s.lns {
+		if b.Name == name {
+			return b.ln.Addr()
+		}
+	}
+	return nil
+}
 
 // Serve accepts connections, of clients and of other nodes forwarding
 // requests, until ctx ends, then closes them all and waits.
@@ -181,7 +212,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	peers := s.cluster.PeerListener()
 	go func() {
 		<-ctx.Done()
-		s.ln.Close()
+		for _, b := range s.lns {
+			b.ln.Close()
+		}
 		if peers != nil {
 			peers.Close()
 		}
@@ -190,10 +223,18 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.accept(ctx, peers, true)
+			s.accept(ctx, peers, nil)
 		}()
 	}
-	s.accept(ctx, s.ln, false)
+	var accepting sync.WaitGroup
+	for _, b := range s.lns {
+		accepting.Add(1)
+		go func() {
+			defer accepting.Done()
+			s.accept(ctx, b.ln, b.Listener)
+		}()
+	}
+	accepting.Wait()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.nc.Close()
@@ -204,9 +245,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// accept serves one listener's connections until ctx ends; peer marks
-// those of other nodes, whose requests are forwarded ones.
-func (s *Server) accept(ctx context.Context, ln net.Listener, peer bool) {
+// accept serves one listener's connections until ctx ends; a nil
+// listener marks those of other nodes, whose requests are forwarded ones.
+func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 	var tempDelay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -234,7 +275,7 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, peer bool) {
 			continue
 		}
 		c := newConn(s, nc)
-		c.peer = peer
+		c.peer, c.listener = l == nil, l
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.metrics.accepted.Inc()
@@ -319,7 +360,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		c.sess.authed = true
 		return true
 	}
-	c.s.startSession(&c.sess, tc)
+	c.s.startSession(&c.sess, tc, c.listener.SASL)
 	return true
 }
 

@@ -73,7 +73,8 @@ type config struct {
 	IggyTimeout       time.Duration
 	IggySaveEvery     int
 
-	securityConfig // security.go
+	securityConfig  // security.go
+	listenersConfig // listeners.go
 }
 
 func newFlagSet(c *config) *flag.FlagSet {
@@ -132,6 +133,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.IggyTimeout, "iggy-timeout", 5*time.Second, "deadline of each Iggy request")
 	fs.IntVar(&c.IggySaveEvery, "iggy-messages-required-to-save", 0, "for topics kgate creates on an Iggy 0.9 server: acknowledged messages a partition may hold in memory before writing them (0: the server's default, 1024; 1: written before every answer, so a kill -9 of Iggy loses none)")
 	addSecurityFlags(fs, &c.securityConfig)
+	addListenerFlags(fs, &c.listenersConfig)
 	return fs
 }
 
@@ -396,7 +398,10 @@ func (c *config) validate() error {
 	default:
 		return fmt.Errorf("invalid value %q for --log-format: must be text or json", c.LogFormat)
 	}
-	return c.securityConfig.validate()
+	if err := c.securityConfig.validate(); err != nil {
+		return err
+	}
+	return c.listenersConfig.validate(c.KafkaAddr, c.AdvertiseKafkaAddr, &c.securityConfig)
 }
 
 // joinList splits --join.

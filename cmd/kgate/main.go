@@ -24,6 +24,7 @@ import (
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/admin"
+	"github.com/kgate/kgate/gateway/certs"
 	"github.com/kgate/kgate/gateway/embedded"
 	"github.com/kgate/kgate/gateway/iggy"
 	"github.com/kgate/kgate/gateway/iggybackend"
@@ -103,6 +104,10 @@ func serve(ctx context.Context, cfg *config) error {
 			return err
 		}
 	}
+	linkTLS, linkReloader, err := linkSecurity(&cfg.securityConfig, log)
+	if err != nil {
+		return err
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            int32(cfg.NodeID),
 		DataDir:           cfg.DataDir,
@@ -112,6 +117,8 @@ func serve(ctx context.Context, cfg *config) error {
 		GossipAddr:        cfg.AdvertiseGossipAddr,
 		GossipBindAddr:    cfg.GossipAddr,
 		GossipKeys:        gossipKeys,
+		LinkTLS:           linkTLS,
+		Listeners:         cfg.listenersConfig.advertised(),
 		AdminAddr:         cfg.AdminAddr,
 		Join:              cfg.joinList(),
 		DeadNodeReapAfter: cfg.DeadNodeReapAfter,
@@ -180,6 +187,11 @@ func serve(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	if certReloader != nil {
+		gcfg.Listeners = cfg.listenersConfig.gatewayListeners(certReloader.ServerConfig())
+	} else {
+		gcfg.Listeners = cfg.listenersConfig.gatewayListeners(nil)
+	}
 	srv := gateway.New(gcfg, backend, node)
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
@@ -218,7 +230,7 @@ func serve(ctx context.Context, cfg *config) error {
 	bg.Add(2)
 	go func() {
 		defer bg.Done()
-		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, certReloader, node, log)
+		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, []*certs.Reloader{certReloader, linkReloader}, node, log)
 	}()
 	go func() {
 		defer bg.Done()

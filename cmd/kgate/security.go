@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ type securityConfig struct {
 	IggyPasswordFile   string
 	IggyTokenFile      string
 	GossipKeyFile      string
+	RaftTLSCert        string
+	RaftTLSKey         string
+	RaftTLSCA          string
 }
 
 func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
@@ -52,6 +56,9 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.BoolVar(&c.AdminPprof, "admin-pprof", false, "serve Go profiles on the admin API under /debug/pprof/")
 	fs.StringVar(&c.IggyPasswordFile, "iggy-password-file", "", "file holding the Iggy password (instead of --iggy-password)")
 	fs.StringVar(&c.IggyTokenFile, "iggy-token-file", "", "file holding the Iggy personal access token (instead of --iggy-token)")
+	fs.StringVar(&c.RaftTLSCert, "raft-tls-cert", "", "PEM certificate chain this node presents on the Raft port (Raft and forwarded requests), naming it node-<id> or kgate-<id>; with --raft-tls-key and --raft-tls-ca every node-to-node link uses mutual TLS")
+	fs.StringVar(&c.RaftTLSKey, "raft-tls-key", "", "PEM private key of --raft-tls-cert")
+	fs.StringVar(&c.RaftTLSCA, "raft-tls-ca", "", "PEM CA certificates that sign every node's --raft-tls-cert (the cluster's CA)")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys (16, 24 or 32 bytes), one a line: the first encrypts, all decrypt; SIGHUP reloads it (key rotation)")
 }
 
@@ -64,9 +71,13 @@ func (c *securityConfig) validate() error {
 	if c.KafkaTLSClientCA != "" && c.KafkaTLSCert == "" {
 		return fmt.Errorf("invalid value for --kafka-tls-client-ca: needs --kafka-tls-cert and --kafka-tls-key")
 	}
+	if n := countSet(c.RaftTLSCert, c.RaftTLSKey, c.RaftTLSCA); n != 0 && n != 3 {
+		return fmt.Errorf("invalid value for --raft-tls-cert/--raft-tls-key/--raft-tls-ca: give all three or none")
+	}
 	for _, f := range []struct{ name, path string }{
 		{"kafka-tls-cert", c.KafkaTLSCert}, {"kafka-tls-key", c.KafkaTLSKey}, {"kafka-tls-client-ca", c.KafkaTLSClientCA},
 		{"sasl-plain-users-file", c.SASLPlainUsersFile}, {"admin-token-file", c.AdminTokenFile}, {"iggy-password-file", c.IggyPasswordFile}, {"iggy-token-file", c.IggyTokenFile}, {"gossip-key-file", c.GossipKeyFile},
+		{"raft-tls-cert", c.RaftTLSCert}, {"raft-tls-key", c.RaftTLSKey}, {"raft-tls-ca", c.RaftTLSCA},
 	} {
 		if f.path == "" {
 			continue
@@ -175,6 +186,29 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 	return rl, nil
 }
 
+func countSet(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// linkSecurity is the Raft port's mutual TLS and its certificate reloader
+// (both nil without --raft-tls-cert).
+func linkSecurity(c *securityConfig, log *slog.Logger) (*cluster.LinkTLS, *certs.Reloader, error) {
+	if c.RaftTLSCert == "" {
+		return nil, nil, nil
+	}
+	rl, err := certs.NewReloader(certs.Files{Cert: c.RaftTLSCert, Key: c.RaftTLSKey, ClientCA: c.RaftTLSCA}, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--raft-tls-cert: %w", err)
+	}
+	return &cluster.LinkTLS{Server: rl.ServerConfig(), Client: rl.ClientConfig}, rl, nil
+}
+
 // loadGossipKeys reads base64 keys, one a line ('#' comments).
 func loadGossipKeys(path string) ([][]byte, error) {
 	b, err := os.ReadFile(path)
@@ -205,7 +239,7 @@ func loadGossipKeys(path string) ([][]byte, error) {
 // before any listener opens, so a SIGHUP sent once the node answers never
 // finds it unprepared.
 func notifyHangup(c *securityConfig) chan os.Signal {
-	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" {
+	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" && c.RaftTLSCert == "" {
 		return nil
 	}
 	hup := make(chan os.Signal, 1)
@@ -215,17 +249,23 @@ func notifyHangup(c *securityConfig) chan os.Signal {
 
 // reloadOnHangup reloads, on SIGHUP, the certificates (which also follow
 // file changes) and the gossip keys, until ctx ends.
-func reloadOnHangup(ctx context.Context, hup chan os.Signal, c *securityConfig, rl *certs.Reloader, node *cluster.Node, log *slog.Logger) {
+func reloadOnHangup(ctx context.Context, hup chan os.Signal, c *securityConfig, reloaders []*certs.Reloader, node *cluster.Node, log *slog.Logger) {
 	if hup == nil {
 		return
 	}
 	defer signal.Stop(hup)
-	certHup := make(chan os.Signal, 1)
-	if rl != nil {
-		done := make(chan struct{})
-		defer func() { <-done }()
+	var certHups []chan os.Signal
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	for _, rl := range reloaders {
+		if rl == nil {
+			continue
+		}
+		certHup := make(chan os.Signal, 1)
+		certHups = append(certHups, certHup)
+		watchers.Add(1)
 		go func() {
-			defer close(done)
+			defer watchers.Done()
 			rl.Watch(ctx, c.TLSReloadInterval, certHup)
 		}()
 	}
@@ -234,7 +274,7 @@ func reloadOnHangup(ctx context.Context, hup chan os.Signal, c *securityConfig, 
 		case <-ctx.Done():
 			return
 		case sig := <-hup:
-			if rl != nil {
+			for _, certHup := range certHups {
 				select {
 				case certHup <- sig:
 				case <-ctx.Done():

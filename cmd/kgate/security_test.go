@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,6 +34,16 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"reload interval", []string{"--tls-reload-interval", "1ms"}, "--tls-reload-interval"},
 		{"gossip key not base64", []string{"--gossip-key-file", file}, "--gossip-key-file"},
 		{"gossip key file empty", []string{"--gossip-key-file", empty}, "--gossip-key-file"},
+		{"listener without protocol", []string{"--listeners", "OUTSIDE://127.0.0.1:9093"}, "--listener-security-protocol-map"},
+		{"ssl listener without cert", []string{"--listeners", "SSL://127.0.0.1:9093"}, "--kafka-tls-cert"},
+		{"sasl listener without mechanisms", []string{"--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "EXT:SASL_PLAINTEXT"}, "--sasl-enabled-mechanisms"},
+		{"wildcard listener", []string{"--listeners", "PLAINTEXT://0.0.0.0:9093", "--kafka-listener-name", "INTERNAL", "--listener-security-protocol-map", "INTERNAL:PLAINTEXT"}, "--advertised-listeners"},
+		{"advertised unknown listener", []string{"--listeners", "PLAINTEXT://127.0.0.1:9093", "--kafka-listener-name", "LOCAL", "--listener-security-protocol-map", "LOCAL:PLAINTEXT", "--advertised-listeners", "OTHER://h:1"}, "--advertised-listeners"},
+		{"listener named twice", []string{"--listeners", "PLAINTEXT://127.0.0.1:9093"}, "--listeners"},
+		{"bad protocol", []string{"--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "EXT:TLS"}, "--listener-security-protocol-map"},
+		{"map without listeners", []string{"--listener-security-protocol-map", "EXT:SSL"}, "--listener-security-protocol-map"},
+		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
+		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,5 +166,34 @@ func TestGossipKeyFile(t *testing.T) {
 	os.WriteFile(path, []byte("AAEC\n"), 0o600) // 3 bytes
 	if _, err := loadGossipKeys(path); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("short key: %v", err)
+	}
+}
+
+// TestListenerFlags: --kafka-addr's listener takes its name and protocol,
+// the others theirs, and every node advertises all of them by name.
+func TestListenerFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, []byte("x"), 0o600)
+	c, err := parseConfig([]string{"--kafka-addr", "127.0.0.1:9092", "--kafka-listener-name", "internal",
+		"--listeners", "EXTERNAL://0.0.0.0:9093,REPLICATION://127.0.0.1:9094", "--advertised-listeners", "EXTERNAL://kgate-0.example.com:9093",
+		"--listener-security-protocol-map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,REPLICATION:SSL",
+		"--kafka-tls-cert", file, "--kafka-tls-key", file, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"INTERNAL": "127.0.0.1:9092", "EXTERNAL": "kgate-0.example.com:9093", "REPLICATION": "127.0.0.1:9094"}
+	if got := c.listenersConfig.advertised(); !maps.Equal(got, want) {
+		t.Fatalf("advertised %v, want %v", got, want)
+	}
+	ls := c.listenersConfig.gatewayListeners(&tls.Config{})
+	if len(ls) != 3 || ls[0].Name != "INTERNAL" || ls[0].TLS != nil || ls[0].SASL ||
+		ls[1].Addr != "0.0.0.0:9093" || ls[1].TLS == nil || !ls[1].SASL || ls[2].TLS == nil || ls[2].SASL {
+		t.Fatalf("gateway listeners %+v", ls)
+	}
+	// Without named listeners the gateway keeps its one listener.
+	c, err = parseConfig(nil, env())
+	if err != nil || c.listenersConfig.advertised() != nil || c.listenersConfig.gatewayListeners(nil) != nil {
+		t.Fatalf("defaults: %v %v", err, c.listenersConfig.named)
 	}
 }

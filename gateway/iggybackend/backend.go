@@ -29,7 +29,9 @@ import (
 // Nodes is the live cluster membership partition leadership is spread over.
 type Nodes interface {
 	Self() cluster.NodeInfo
-	Brokers() []cluster.NodeInfo
+	// LiveNodes is the membership every node derives from the same gossip
+	// events (see cluster.Node.LiveNodes) and a version that changes with it.
+	LiveNodes() ([]cluster.NodeInfo, uint64)
 }
 
 // Config configures the backend.
@@ -527,7 +529,8 @@ func (b *Backend) PartitionLeader(name string, p int32) (int32, bool) {
 	if _, _, err := b.part(name, p); err != nil {
 		return -1, false
 	}
-	return leaderOf(b.cfg.Nodes.Brokers(), name, p), true
+	nodes, _ := b.cfg.Nodes.LiveNodes()
+	return leaderOf(nodes, name, p), true
 }
 
 func leaderOf(nodes []cluster.NodeInfo, name string, p int32) int32 {

@@ -30,6 +30,9 @@ type partition struct {
 	// wentBack); the sender drops its producer state when it moves.
 	lost     atomic.Int64
 	lostSeen int64 // lost as last seen by the sender; sender only
+	// viewSeen is the membership version (Nodes.LiveNodes) the sender's
+	// producer state was built under; sender only.
+	viewSeen uint64
 
 	watchedAt atomic.Int64 // unix nanos of the last Watch
 	avgSize   atomic.Int64 // average stored message size, for poll counts

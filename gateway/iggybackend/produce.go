@@ -140,6 +140,27 @@ func (p *partition) send(round []*sendItem) {
 		p.lostSeen = n
 		clear(p.producers)
 	}
+	b.mu.RLock()
+	name := p.topic.name
+	b.mu.RUnlock()
+	nodes, version := b.cfg.Nodes.LiveNodes()
+	if version != p.viewSeen {
+		// The membership changed since the last send, so the partition may
+		// have been led elsewhere in between (even if it is ours again)
+		// and another node may have written batches this node's producer
+		// state does not know: a retry of one of them would look like the
+		// next batch and be written twice. Rebuild from Iggy (resync).
+		p.viewSeen = version
+		clear(p.producers)
+	}
+	if leaderOf(nodes, name, p.index) != b.cfg.Nodes.Self().ID {
+		// Led elsewhere now: two writers would order a producer's batches
+		// differently on each node.
+		for _, it := range round {
+			it.finish(kerr.NotLeaderForPartition)
+		}
+		return
+	}
 	var accepted []*sendItem
 	var undo []func()
 	var msgs []iggy.Message

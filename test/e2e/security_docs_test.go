@@ -100,7 +100,7 @@ func TestSecurityDocCommands(t *testing.T) {
 		}
 		t.Fatalf("docs/security.md commands failed: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK"} {
+	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
