@@ -73,7 +73,7 @@ func TestFeatureLevelRaisedOnlyWhenEveryVoterSupportsIt(t *testing.T) {
 	older := fsm.LevelBaseline
 	c := newCluster(t, 3, func(cfg *Config) {
 		if cfg.NodeID == 3 {
-			cfg.maxLevel = &older // node 3 still runs the previous release
+			cfg.MaxFeatureLevel = &older // node 3 still runs the previous release
 		}
 	})
 	leader := leaderAmong(t, c.nodes)
@@ -117,7 +117,7 @@ func TestFeatureLevelRaisedOnlyWhenEveryVoterSupportsIt(t *testing.T) {
 	// A node of the previous release is not made a voter any more: it
 	// could not apply the log.
 	three := append([]*testNode(nil), c.nodes...)
-	old := c.newNode(4, []string{c.nodes[0].gossipAddr}, 1, func(cfg *Config) { cfg.maxLevel = &older })
+	old := c.newNode(4, []string{c.nodes[0].gossipAddr}, 1, func(cfg *Config) { cfg.MaxFeatureLevel = &older })
 	old.start(t)
 	eventually(t, 20*time.Second, "the leader refuses the old node", func() error {
 		if !leaderAmong(t, three).log().contains("not adding a voter: its kgate is older than the cluster's feature level") {

@@ -51,10 +51,13 @@ type Config struct {
 	// decrypts. A node without a key of the ring cannot join. Nil: clear.
 	GossipKeys [][]byte
 	// LinkTLS secures the Raft port with mutual TLS (link_tls.go); nil: clear.
-	LinkTLS          *LinkTLS
-	transport        transportFunc // nil: TCP
-	maxLevel         *fsm.Level    // nil: fsm.LatestLevel; tests pose as an older binary
-	Fsync            bool          // fsync the Raft log on every commit (power-loss safety)
+	LinkTLS   *LinkTLS
+	transport transportFunc // nil: TCP
+	// MaxFeatureLevel caps the feature level this node reports it
+	// supports (nil: fsm.LatestLevel), which holds the cluster below the
+	// levels above it: tests pose as an older binary with it.
+	MaxFeatureLevel  *fsm.Level
+	Fsync            bool // fsync the Raft log on every commit (power-loss safety)
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
 	LeaderLease      time.Duration
@@ -547,8 +550,8 @@ func (n *Node) heartbeatTimeout() time.Duration {
 
 // maxLevel is the highest feature level this node reports it supports.
 func (n *Node) maxLevel() fsm.Level {
-	if n.cfg.maxLevel != nil {
-		return *n.cfg.maxLevel
+	if n.cfg.MaxFeatureLevel != nil {
+		return *n.cfg.MaxFeatureLevel
 	}
 	return fsm.LatestLevel
 }

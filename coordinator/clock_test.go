@@ -90,7 +90,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 			return a.seq < b.seq
 		})
 		if len(c.timers) == 0 || c.timers[0].when.After(target) {
-			c.now = target
+			if target.After(c.now) { // an Advance running meanwhile may have gone further
+				c.now = target
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -150,6 +152,9 @@ type testRaft struct {
 	// applied, when set, runs after each proposal is applied and before
 	// Propose returns, outside the lock: tests use it to hold a proposer.
 	applied func(fsm.Command)
+	// proposing, when set, runs before each proposal is admitted, outside
+	// the lock: tests use it to hold a decision on its way to the log.
+	proposing func(fsm.Command)
 }
 
 func newTestRaft(f *fsm.FSM) *testRaft {
@@ -184,14 +189,29 @@ func (r *testRaft) set(leader, raftLeader bool) {
 	r.changed = make(chan struct{})
 }
 
+// Propose admits (as cluster.Node does: a command the cluster's feature
+// level does not allow is refused) and applies a command.
 func (r *testRaft) Propose(_ context.Context, data []byte, force bool) (any, error) {
+	r.mu.Lock()
+	before := r.proposing
+	r.mu.Unlock()
+	if before != nil {
+		if cmd, err := fsm.Decode(data); err == nil {
+			before(cmd)
+		}
+	}
 	r.mu.Lock()
 	if !force && !r.leader {
 		r.mu.Unlock()
 		return nil, cluster.ErrNotLeader
 	}
+	entry, err := r.f.Admit(data)
+	if err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
 	r.index++
-	res := r.f.Apply(r.index, data)
+	res := r.f.Apply(r.index, entry)
 	hook := r.applied
 	r.mu.Unlock()
 	if hook != nil {

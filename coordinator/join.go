@@ -343,9 +343,11 @@ func (c *Coordinator) keepStaticMembers(group string, gen int32) {
 }
 
 // removeMembers takes members out (leave, expiry, missed sync) and starts
-// the rebalance that follows.
-func (c *Coordinator) removeMembers(ctx context.Context, group, reason string, ids []string) ([]int16, int16) {
-	res, code := c.proposeChange(ctx, group, reason, &fsm.RemoveMembers{Group: group, MemberIDs: ids, NowMs: c.now().UnixMilli()})
+// the rebalance that follows. guard is the group state the removal was
+// decided on (removalGuard); members the FSM keeps because the group moved
+// on since keep their session.
+func (c *Coordinator) removeMembers(ctx context.Context, group, reason string, ids []string, guard *fsm.RemovalGuard) ([]int16, int16) {
+	res, code := c.proposeChange(ctx, group, reason, &fsm.RemoveMembers{Group: group, MemberIDs: ids, NowMs: c.now().UnixMilli(), Guard: guard})
 	if code != 0 {
 		return nil, code
 	}
@@ -355,16 +357,46 @@ func (c *Coordinator) removeMembers(ctx context.Context, group, reason string, i
 		return res.Codes, res.Code
 	}
 	sg := c.soft(group)
+	var kept []string
 	for i, id := range ids {
-		if res.Code == 0 && (i >= len(res.Codes) || res.Codes[i] == 0) {
+		switch {
+		case res.Code == fsm.ErrStale || (i < len(res.Codes) && res.Codes[i] == fsm.ErrStale):
+			kept = append(kept, id)
+		case res.Code == 0 && (i >= len(res.Codes) || res.Codes[i] == 0):
 			sg.forgetLocked(id, kerr.UnknownMemberID.Code)
 		}
 	}
 	if g := c.fsm.Group(group); g != nil {
+		c.keepSessionsLocked(group, sg, g, kept)
 		c.syncRebalancingLocked(group, sg, g)
 		c.armJoinLocked(group, sg, g, false)
 	}
 	return res.Codes, res.Code
+}
+
+// removalGuard is the state a removal decided now is decided on: the
+// group's generation (fsm.AnyGeneration for one valid in every generation)
+// and the FSM's applied index, so that the FSM leaves alone a group that
+// has moved to another generation, or a member that rejoined, by the time
+// the removal is applied. Nil below fsm.LevelGuardedRemoval: a voter may
+// still run a kgate that reads only version 1 of RemoveMembers.
+func (c *Coordinator) removalGuard(generation int32) *fsm.RemovalGuard {
+	if c.fsm.FeatureLevel() < fsm.LevelGuardedRemoval {
+		return nil
+	}
+	return &fsm.RemovalGuard{Generation: generation, AsOf: c.fsm.Applied()}
+}
+
+// keepSessionsLocked gives the members among ids that are still in g a
+// session again if they have none: deciding their expiry dropped it, and
+// the removal did not apply.
+func (c *Coordinator) keepSessionsLocked(group string, sg *softGroup, g *fsm.GroupView, ids []string) {
+	now := c.now()
+	for _, m := range g.Members {
+		if slices.Contains(ids, m.ID) && sg.sessions[m.ID] == nil {
+			c.touchLocked(group, sg, m.ID, time.Duration(m.SessionTimeoutMs)*time.Millisecond, now)
+		}
+	}
 }
 
 // expirePending forgets KIP-394 member ids that never came back.

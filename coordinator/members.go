@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -32,7 +33,9 @@ func (c *Coordinator) Heartbeat(group, memberID, instanceID string, generation i
 	}
 	c.mu.Lock()
 	if c.active {
-		c.touchLocked(group, c.soft(group), memberID, 0, c.now())
+		// With the member's own timeout: a session dropped by an expiry
+		// decided meanwhile may have to start again (keepSessionsLocked).
+		c.touchLocked(group, c.soft(group), memberID, time.Duration(st.SessionTimeoutMs)*time.Millisecond, c.now())
 	}
 	c.mu.Unlock()
 	if st.State == fsm.GroupPreparingRebalance {
@@ -53,6 +56,10 @@ func (c *Coordinator) Leave(ctx context.Context, group string, members []LeaveMe
 		return nil, code
 	}
 	codes := make([]int16, len(members))
+	// A member's own leave holds in every generation (Kafka's LeaveGroup
+	// carries none), but not over a JoinGroup of the member applied after
+	// it was resolved here.
+	guard := c.removalGuard(fsm.AnyGeneration)
 	g := c.fsm.Group(group)
 	var ids []string
 	var idx []int
@@ -79,12 +86,14 @@ func (c *Coordinator) Leave(ctx context.Context, group string, members []LeaveMe
 		return codes, 0
 	}
 	c.mu.Unlock()
-	res, code := c.removeMembers(ctx, group, reasonLeave, ids)
+	res, code := c.removeMembers(ctx, group, reasonLeave, ids, guard)
 	if code != 0 {
 		return nil, code
 	}
 	for j, i := range idx {
-		if j < len(res) {
+		if j < len(res) && res[j] != fsm.ErrStale {
+			// A member kept because it rejoined meanwhile: the leave and
+			// the join both took effect, in that order.
 			codes[i] = res[j]
 		}
 	}

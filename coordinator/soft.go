@@ -146,9 +146,13 @@ func (c *Coordinator) sessionCheck(term uint64, group, member string) {
 		return
 	}
 	delete(sg.sessions, member)
+	// The expiry is decided on this state: if the member rejoins before
+	// the removal applies, or the group moves to another generation, the
+	// FSM keeps it (and removeMembers gives it a session again).
+	guard := c.removalGuard(c.fsm.Member(group, member, "").Generation)
 	c.mu.Unlock()
 	c.log.Info("member session expired", "group", group, "member", member)
-	c.removeMembers(context.Background(), group, reasonSession, []string{member})
+	c.removeMembers(context.Background(), group, reasonSession, []string{member}, guard)
 }
 
 // forgetLocked drops a member's soft state after it left the group.

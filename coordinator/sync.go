@@ -179,9 +179,10 @@ func (c *Coordinator) syncTimeout(term uint64, group string, gen int32) {
 	}
 	sg.syncTimer = nil
 	missing := sg.unsyncedLocked(g)
+	guard := c.removalGuard(gen)
 	c.mu.Unlock()
 	if len(missing) > 0 {
 		c.log.Info("members missed SyncGroup; removing them", "group", group, "generation", gen, "members", missing)
-		c.removeMembers(context.Background(), group, reasonSyncTimeout, missing)
+		c.removeMembers(context.Background(), group, reasonSyncTimeout, missing, guard)
 	}
 }

@@ -39,7 +39,11 @@ const (
 // Changing an existing kind's encoding is a new version of it, never an
 // edit in place: append the level that allows writing it to since (since[v-1]
 // is the level for version v) and decode every version by the version
-// argument. A version this binary does not know stops the node.
+// argument. A version this binary does not know stops the node. Encode
+// writes the latest version, which Admit refuses below its level; a kind
+// that must still be proposed in a cluster below that level implements
+// versioned, and its proposer picks the version by the cluster's level
+// (RemoveMembers: v2 with a Guard, v1 without).
 var commands = map[Kind]commandSpec{
 	KindInitCluster: row("InitCluster", baseline,
 		func(d *dec, _ uint8) *InitCluster { return &InitCluster{ClusterID: d.str()} }, (*FSM).applyInitCluster),
@@ -70,10 +74,8 @@ var commands = map[Kind]commandSpec{
 			return &CompleteJoin{Group: d.str(), Generation: d.i32(), NowMs: d.i64()}
 		}, (*FSM).applyCompleteJoin),
 	KindSyncGroup: row("SyncGroup", baseline, v1(decodeSyncGroup), (*FSM).applySyncGroup),
-	KindRemoveMembers: row("RemoveMembers", baseline,
-		func(d *dec, _ uint8) *RemoveMembers {
-			return &RemoveMembers{Group: d.str(), MemberIDs: decodeStrings(d), NowMs: d.i64()}
-		}, (*FSM).applyRemoveMembers),
+	KindRemoveMembers: row("RemoveMembers", []Level{LevelBaseline, LevelGuardedRemoval}, decodeRemoveMembers,
+		(*FSM).applyRemoveMembers),
 	KindCommitOffsets: row("CommitOffsets", baseline, v1(decodeCommitOffsets), (*FSM).applyCommitOffsets),
 	KindDeleteGroups: row("DeleteGroups", baseline,
 		func(d *dec, _ uint8) *DeleteGroups { return &DeleteGroups{Groups: decodeStrings(d)} },
@@ -141,17 +143,27 @@ type Command interface {
 // Admit proposes at the baseline level) is version 1 of its kind.
 const versionedEntry = 0
 
-// Encode returns the log entry bytes of c, at its kind's latest version.
+// versioned is a command whose value decides the version it is written
+// at: a kind with several versions, whose older ones a cluster below the
+// newer one's level still needs (RemoveMembers).
+type versioned interface{ version() uint8 }
+
+// Encode returns the log entry bytes of c: at its kind's latest version, or
+// at the version c asks for.
 func Encode(c Command) []byte {
 	e := &enc{b: make([]byte, 0, 64)}
-	encodeHeader(e, c.Kind())
+	v := uint8(len(commands[c.Kind()].since))
+	if vc, ok := c.(versioned); ok {
+		v = vc.version()
+	}
+	encodeHeader(e, c.Kind(), v)
 	c.encode(e)
 	return e.b
 }
 
-func encodeHeader(e *enc, k Kind) {
+func encodeHeader(e *enc, k Kind, version uint8) {
 	e.u8(versionedEntry)
-	e.u8(uint8(len(commands[k].since)))
+	e.u8(version)
 	e.u8(uint8(k))
 }
 
@@ -371,7 +383,7 @@ func (c *Append) EncodedSize() int {
 // EncodeAppend encodes an Append into one presized buffer (hot path).
 func EncodeAppend(c *Append) []byte {
 	e := &enc{b: make([]byte, 0, c.EncodedSize())}
-	encodeHeader(e, KindAppend)
+	encodeHeader(e, KindAppend, 1)
 	c.encode(e)
 	return e.b
 }

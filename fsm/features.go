@@ -28,10 +28,15 @@ const (
 	// LevelScram: AlterScramCredentials (kind 32) and the SCRAM section of
 	// snapshots.
 	LevelScram Level = 3
+	// LevelGuardedRemoval: RemoveMembers version 2, which carries the
+	// group state the removal was decided on and is a no-op once the group
+	// has moved on; members record the entry that last admitted them
+	// (Member.JoinedAt), in a snapshot section of its own.
+	LevelGuardedRemoval Level = 4
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelScram
+	LatestLevel = LevelGuardedRemoval
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

@@ -56,9 +56,10 @@ type FSM struct {
 	quotas         map[string]*clientQuota                       // by QuotaEntity.Key
 	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential (scram.go)
 
-	applied atomic.Uint64 // index of the last applied entry
-	level   atomic.Uint32 // the cluster's feature Level
-	halted  atomic.Pointer[HaltError]
+	applied  atomic.Uint64 // index of the last applied entry
+	applying uint64        // index of the entry being applied; only Apply's goroutine uses it
+	level    atomic.Uint32 // the cluster's feature Level
+	halted   atomic.Pointer[HaltError]
 }
 
 // Topic is one topic. Name, ID and Partitions are read under the FSM lock.
@@ -142,6 +143,7 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 		// the FSM sees it, for anything that got past it.
 		res = &FeatureError{Command: name, Need: need, Cluster: level}
 	} else {
+		f.applying = index
 		res = commands[cmd.Kind()].apply(f, cmd)
 	}
 	if stop, ok := res.(*stopError); ok {

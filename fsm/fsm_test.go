@@ -318,6 +318,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&AlterTopicConfigs{Name: "t", Configs: []Config{{"retention.ms", "1"}, {"cleanup.policy", "delete"}}}))
 	f.Add(Encode(&AlterTopicConfigs{Name: "t"}))
 	f.Add(Encode(&AlterScramCredentials{Deletions: []ScramDeletion{{"u", ScramSHA256}}, Upserts: []ScramUpsert{scramUpsert("v", ScramSHA512, 4096)}}))
+	f.Add(Encode(&RemoveMembers{Group: "g", MemberIDs: []string{"m"}, NowMs: 1, Guard: &RemovalGuard{Generation: AnyGeneration, AsOf: 9}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

@@ -121,17 +121,59 @@ func decodeSyncGroup(d *dec) *SyncGroup {
 
 // RemoveMembers takes members out of a group: a leave, an expired session
 // or a member that never synced. The group rebalances if others remain.
+//
+// Version 1 (Guard nil) removes the members whatever happened since it was
+// decided. Version 2 (Guard set; LevelGuardedRemoval) carries the group
+// state it was decided on, and leaves alone a group or member that has
+// moved on since.
 type RemoveMembers struct {
 	Group     string
 	MemberIDs []string
 	NowMs     int64
+	Guard     *RemovalGuard
 }
 
+// RemovalGuard is the group state a removal was decided on.
+type RemovalGuard struct {
+	// Generation is the group's generation then: in another generation the
+	// whole command is a no-op. AnyGeneration for a removal that holds in
+	// every generation (a member's own LeaveGroup, as in Kafka).
+	Generation int32
+	// AsOf is the FSM's applied index then. A member admitted again by a
+	// later JoinGroup entry (Member.JoinedAt > AsOf) stays: it rejoined
+	// after the decision, so it is not the member that expired.
+	AsOf uint64
+}
+
+// AnyGeneration is the RemovalGuard.Generation of a removal valid in every
+// generation.
+const AnyGeneration int32 = -1
+
 func (*RemoveMembers) Kind() Kind { return KindRemoveMembers }
+
+func (c *RemoveMembers) version() uint8 {
+	if c.Guard != nil {
+		return 2
+	}
+	return 1
+}
+
 func (c *RemoveMembers) encode(e *enc) {
 	e.str(c.Group)
 	encodeStrings(e, c.MemberIDs)
 	e.i64(c.NowMs)
+	if c.Guard != nil {
+		e.i32(c.Guard.Generation)
+		e.u64(c.Guard.AsOf)
+	}
+}
+
+func decodeRemoveMembers(d *dec, version uint8) *RemoveMembers {
+	c := &RemoveMembers{Group: d.str(), MemberIDs: decodeStrings(d), NowMs: d.i64()}
+	if version >= 2 {
+		c.Guard = &RemovalGuard{Generation: d.i32(), AsOf: d.u64()}
+	}
+	return c
 }
 
 // OffsetCommit is one committed offset.

@@ -35,12 +35,13 @@ type MemberStatus struct {
 	GroupFound  bool
 	MemberFound bool
 	Fenced      bool // another member holds the instance id
-	// InstanceID is the found member's group.instance.id.
-	InstanceID string
-	State      GroupState
-	Generation int32
-	Leader     string
-	Assignment []byte
+	// InstanceID and SessionTimeoutMs are the found member's.
+	InstanceID       string
+	SessionTimeoutMs int32
+	State            GroupState
+	Generation       int32
+	Leader           string
+	Assignment       []byte
 }
 
 // Member looks a member up.
@@ -61,6 +62,7 @@ func (f *FSM) Member(group, memberID, instanceID string) MemberStatus {
 		st.MemberFound = true
 		st.Assignment = m.Assignment
 		st.InstanceID = m.InstanceID
+		st.SessionTimeoutMs = m.SessionTimeoutMs
 	}
 	return st
 }

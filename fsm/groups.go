@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"sort"
 )
 
@@ -61,6 +62,10 @@ type Member struct {
 	Protocols          []Protocol
 	Assignment         []byte
 	Joined             bool // has (re)joined the rebalance in progress
+	// JoinedAt is the log index of the JoinGroup entry that last admitted
+	// the member (0 before LevelGuardedRemoval): a removal decided before
+	// it does not apply to it (RemovalGuard).
+	JoinedAt uint64
 }
 
 // Offset is one committed offset.
@@ -229,13 +234,13 @@ func (f *FSM) applyJoinGroup(c *JoinGroup) any {
 		}
 		m = &Member{ID: c.MemberID}
 		g.Members = append(g.Members, m)
-		updateMember(m, c)
+		f.updateMember(m, c)
 		g.ProtocolType = c.ProtocolType
 		g.prepareRebalance(m)
 		return &GroupResult{MemberID: m.ID, Generation: g.Generation}
 	}
 	changed := !sameProtocols(m.Protocols, c.Protocols)
-	updateMember(m, c)
+	f.updateMember(m, c)
 	switch g.State {
 	case GroupPreparingRebalance:
 		m.Joined = true
@@ -264,7 +269,7 @@ func (f *FSM) replaceStaticMember(g *Group, old *Member, c *JoinGroup) any {
 	if wasLeader {
 		g.Leader = old.ID
 	}
-	updateMember(old, c)
+	f.updateMember(old, c)
 	if g.State == GroupStable && g.selectProtocol() == g.Protocol {
 		r := g.immediateJoin(old)
 		if wasLeader { // the leader need not assign again (KIP-814)
@@ -280,7 +285,13 @@ func (f *FSM) replaceStaticMember(g *Group, old *Member, c *JoinGroup) any {
 	return &GroupResult{MemberID: old.ID, Generation: g.Generation}
 }
 
-func updateMember(m *Member, c *JoinGroup) {
+// updateMember admits m with what c joined with.
+func (f *FSM) updateMember(m *Member, c *JoinGroup) {
+	if f.FeatureLevel() >= LevelGuardedRemoval {
+		// Only from this level, so that every replica holds the same
+		// stamps whichever snapshot (with or without them) it started from.
+		m.JoinedAt = f.applying
+	}
 	m.InstanceID = c.InstanceID
 	m.ClientID = c.ClientID
 	m.ClientHost = c.ClientHost
@@ -465,6 +476,9 @@ func (f *FSM) applyRemoveMembers(c *RemoveMembers) any {
 	if g == nil {
 		return &GroupResult{Code: ErrUnknownMemberID}
 	}
+	if c.Guard != nil && c.Guard.Generation != AnyGeneration && c.Guard.Generation != g.Generation {
+		return &GroupResult{Code: ErrStale} // decided in a generation that is over
+	}
 	r := &GroupResult{Codes: make([]int16, len(c.MemberIDs))}
 	removed := false
 	for i, id := range c.MemberIDs {
@@ -475,8 +489,12 @@ func (f *FSM) applyRemoveMembers(c *RemoveMembers) any {
 				break
 			}
 		}
-		if idx < 0 {
+		switch {
+		case idx < 0:
 			r.Codes[i] = ErrUnknownMemberID
+			continue
+		case c.Guard != nil && g.Members[idx].JoinedAt > c.Guard.AsOf:
+			r.Codes[i] = ErrStale // rejoined after the removal was decided
 			continue
 		}
 		g.Members = append(g.Members[:idx], g.Members[idx+1:]...)
@@ -649,6 +667,41 @@ func (f *FSM) encodeGroupsLocked(e *enc) {
 			e.i32(o.LeaderEpoch)
 			e.str(o.Metadata)
 			e.i64(o.CommitMs)
+		}
+	}
+}
+
+// encodeJoinStampsLocked writes every member's JoinedAt, groups in id order
+// and members in group order (the LevelGuardedRemoval snapshot section).
+func (f *FSM) encodeJoinStampsLocked(e *enc) {
+	ids := make([]string, 0, len(f.groups))
+	for id := range f.groups {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	e.uvar(uint64(len(ids)))
+	for _, id := range ids {
+		g := f.groups[id]
+		e.str(id)
+		e.uvar(uint64(len(g.Members)))
+		for _, m := range g.Members {
+			e.uvar(m.JoinedAt)
+		}
+	}
+}
+
+// decodeJoinStamps reads what encodeJoinStampsLocked wrote into groups.
+func decodeJoinStamps(d *dec, groups map[string]*Group) {
+	n := d.count(2)
+	for i := 0; i < n && d.err == nil; i++ {
+		g := groups[d.str()]
+		nm := d.count(1)
+		if d.err == nil && (g == nil || nm != len(g.Members)) {
+			d.err = fmt.Errorf("fsm: join stamps do not match the groups section")
+			return
+		}
+		for j := 0; j < nm && d.err == nil; j++ {
+			g.Members[j].JoinedAt = d.uvar()
 		}
 	}
 }

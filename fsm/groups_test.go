@@ -32,6 +32,9 @@ type groupLogGen struct {
 	nextID  int
 	delayed [][]byte
 	gens    map[string]int32 // last generation seen per group lifetime
+	// raiseAt, when set, is the log length at which the cluster is raised
+	// to LevelGuardedRemoval; from then on most removals are guarded.
+	raiseAt int
 }
 
 func newGroupLogGen(t *testing.T, seed uint64) *groupLogGen {
@@ -94,6 +97,10 @@ func (g *groupLogGen) assignments(ids []string) []Assignment {
 }
 
 func (g *groupLogGen) step() {
+	if g.raiseAt > 0 && len(g.log) == g.raiseAt {
+		g.emit(Encode(&SetFeatureLevel{Level: LevelGuardedRemoval}))
+		return
+	}
 	g.now += int64(g.r.IntN(3000))
 	group := g.pick(genGroups)
 	v := g.ref.Group(group)
@@ -187,7 +194,15 @@ func (g *groupLogGen) step() {
 		if g.r.IntN(3) == 0 {
 			ids = append(ids, someMember())
 		}
-		g.emit(Encode(&RemoveMembers{Group: group, MemberIDs: ids, NowMs: g.now}))
+		c := &RemoveMembers{Group: group, MemberIDs: ids, NowMs: g.now}
+		if g.ref.FeatureLevel() >= LevelGuardedRemoval && g.r.IntN(4) != 0 {
+			// Decided a few entries ago, in this generation or another.
+			c.Guard = &RemovalGuard{Generation: someGen(), AsOf: uint64(max(len(g.log)-g.r.IntN(6), 0))}
+			if g.r.IntN(4) == 0 {
+				c.Guard.Generation = AnyGeneration
+			}
+		}
+		g.emit(Encode(c))
 	case k < 88:
 		c := &CommitOffsets{Group: group, MemberID: someMember(), Generation: someGen(), NowMs: g.now}
 		if g.r.IntN(2) == 0 {
@@ -279,7 +294,14 @@ func (g *groupLogGen) checkInvariants() {
 }
 
 func groupLog(t *testing.T, seed uint64, n int) ([][]byte, []byte) {
+	return groupLogRaised(t, seed, n, 0)
+}
+
+// groupLogRaised is groupLog with the cluster raised to
+// LevelGuardedRemoval at entry raiseAt (never when 0).
+func groupLogRaised(t *testing.T, seed uint64, n, raiseAt int) ([][]byte, []byte) {
 	g := newGroupLogGen(t, seed)
+	g.raiseAt = raiseAt
 	for len(g.log) < n {
 		g.step()
 	}

@@ -64,6 +64,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelScram {
 			f.encodeScramLocked(e)
 		}
+		if l >= LevelGuardedRemoval {
+			f.encodeJoinStampsLocked(e)
+		}
 	}
 }
 
@@ -144,6 +147,9 @@ func decodeMeta(d *dec) *meta {
 		}
 		if m.level >= LevelScram {
 			m.scram = decodeScram(d)
+		}
+		if m.level >= LevelGuardedRemoval {
+			decodeJoinStamps(d, m.groups)
 		}
 	}
 	return m

@@ -116,6 +116,10 @@ func (s *Server) alterScram(ctx context.Context, req *kmsg.AlterUserSCRAMCredent
 			switch {
 			case errors.Is(err, cluster.ErrNotLeader):
 				fail(user, kerr.NotController, "")
+			case errors.Is(err, fsm.ErrFeatureDisabled):
+				// A voter still runs a kgate without SCRAM credentials (as
+				// Kafka below the metadata.version that has them).
+				fail(user, kerr.UnsupportedVersion, err.Error())
 			case err != nil:
 				fail(user, kerr.RequestTimedOut, "")
 			case i < len(codes) && codes[i] == fsm.ErrResourceNotFound:

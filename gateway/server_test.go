@@ -73,11 +73,19 @@ func startGroupNode(t *testing.T) *testNode {
 
 func startNodeWith(t testing.TB, mod func(*gateway.Config), groups bool) *testNode {
 	t.Helper()
+	return startNodeAt(t, mod, groups, nil)
+}
+
+// startNodeAt is startNodeWith for a node that supports feature levels up
+// to maxLevel only (nil: this binary's), as a node of an older release
+// would: the cluster stays below the levels above it.
+func startNodeAt(t testing.TB, mod func(*gateway.Config), groups bool, maxLevel *fsm.Level) *testNode {
+	t.Helper()
 	var lastErr error
 	// Free ports are picked by binding and releasing them; retry in the
 	// unlikely case another process grabbed one in between.
 	for attempt := 0; attempt < 5; attempt++ {
-		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"), groups)
+		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"), groups, maxLevel)
 		if err == nil {
 			return n
 		}
@@ -87,7 +95,7 @@ func startNodeWith(t testing.TB, mod func(*gateway.Config), groups bool) *testNo
 	return nil
 }
 
-func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bool) (*testNode, error) {
+func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bool, maxLevel *fsm.Level) (*testNode, error) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := fsm.Open(fsm.Options{Dir: dir, SegmentBytes: 1 << 20, Logger: log})
 	if err != nil {
@@ -103,6 +111,7 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		HeartbeatTimeout: 150 * time.Millisecond,
 		ElectionTimeout:  150 * time.Millisecond,
 		LeaderLease:      100 * time.Millisecond,
+		MaxFeatureLevel:  maxLevel,
 		Logger:           log,
 	}, st)
 	if err != nil {
@@ -117,11 +126,16 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		st.Close()
 		t.Fatalf("node did not become leader: %v", err)
 	}
-	// The leader raises a new cluster to the latest feature level at once;
-	// wait for it so tests of level-gated commands do not race it.
-	for deadline := time.Now().Add(ioTimeout); st.FeatureLevel() < fsm.LatestLevel; {
+	// The leader raises a new cluster to the latest feature level (or the
+	// node's cap) at once; wait for it so tests of level-gated commands do
+	// not race it.
+	level := fsm.LatestLevel
+	if maxLevel != nil {
+		level = *maxLevel
+	}
+	for deadline := time.Now().Add(ioTimeout); st.FeatureLevel() < level; {
 		if time.Now().After(deadline) {
-			t.Fatalf("feature level %d, want %d", st.FeatureLevel(), fsm.LatestLevel)
+			t.Fatalf("feature level %d, want %d", st.FeatureLevel(), level)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -21,7 +21,7 @@ const previousRelease = "f2d51b6"
 // leader last) with this one, as docs/operations.md describes. No node may
 // stop on its own, every acknowledged record is consumed and committed, and
 // once the last node runs the new binary the leader raises the cluster's
-// feature level.
+// feature level; the members' leaves, written at that level, empty the group.
 func TestClusterRollingUpgrade(t *testing.T) {
 	oldBin := previousReleaseBinary(t)
 	newBin := kgateBinary(t)
@@ -116,6 +116,24 @@ func TestClusterRollingUpgrade(t *testing.T) {
 		}
 		cancel()
 	}
+	// At the new level each leave is a guarded removal (RemoveMembers v2):
+	// they still empty the group.
+	step(t, "the members' leaves empty the group", 30*time.Second, func(ctx context.Context) error {
+		for {
+			s, err := clDescribeGroup(ctx, c, adm, group, topic)
+			if err == nil && s.state == "Empty" && len(s.members) == 0 {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("group %s with members %v", s.state, s.members)
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
 	w.report(t)
 	t.Logf("rolling upgrade from %s done in %v", previousRelease, time.Since(begin).Round(time.Millisecond))
 }
