@@ -28,10 +28,13 @@ const (
 	// LevelScram: AlterScramCredentials (kind 32) and the SCRAM section of
 	// snapshots.
 	LevelScram Level = 3
+	// LevelAcls: CreateACLs and DeleteACLs (kinds 33, 34) and the ACL
+	// section of snapshots.
+	LevelAcls Level = 5
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelScram
+	LatestLevel = LevelAcls
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level
