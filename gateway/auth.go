@@ -52,16 +52,18 @@ type session struct {
 }
 
 // startSession sets up a new connection's session: open when SASL is off,
-// authenticated by a verified client certificate, or waiting for SASL.
+// authenticated by a verified client certificate, or waiting for SASL. A
+// verified client certificate names the connection's principal (its
+// subject's distinguished name, as Kafka's default principal builder takes
+// it) until SASL names another.
 func (s *Server) startSession(sess *session, tc *tls.Conn) {
-	if s.cfg.SASL == nil {
-		sess.authed = true
-		return
-	}
 	if tc != nil {
 		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
-			sess.authed, sess.user = true, "CN="+st.PeerCertificates[0].Subject.CommonName
+			sess.authed, sess.user = true, st.PeerCertificates[0].Subject.String()
 		}
+	}
+	if s.cfg.SASL == nil {
+		sess.authed = true
 	}
 }
 
