@@ -402,8 +402,10 @@ func TestAuthorizationPerAPI(t *testing.T) {
 // would) but cannot change them.
 type followerACLs struct{ gateway.ACLStore }
 
-func (followerACLs) CreateACLs(context.Context, []fsm.ACL) ([]int16, error) { return nil, cluster.ErrNotLeader }
-func (followerACLs) DeleteACLs(context.Context, []fsm.ACL) error            { return cluster.ErrNotLeader }
+func (followerACLs) CreateACLs(context.Context, []fsm.ACL) ([]int16, error) {
+	return nil, cluster.ErrNotLeader
+}
+func (followerACLs) DeleteACLs(context.Context, []fsm.ACL) error { return cluster.ErrNotLeader }
 
 // TestFollowerAuthorizesBeforeForwarding: the node the client connected to
 // authorizes; it forwards only what was allowed, over the cluster's link,

@@ -136,7 +136,9 @@ func TestFilterMatches(t *testing.T) {
 		{"everything", any, []bool{true, true, true, true}},
 		{"topics", with(func(f *Filter) { f.ResourceType = topic }), []bool{true, true, true, false}},
 		{"ANY pattern, exact name", with(func(f *Filter) { f.ResourceName = str("orders") }), []bool{true, false, false, true}},
-		{"MATCH what applies to orders", with(func(f *Filter) { f.ResourceType, f.ResourceName, f.PatternType = topic, str("orders"), kmsg.ACLResourcePatternTypeMatch }), []bool{true, true, true, false}},
+		{"MATCH what applies to orders", with(func(f *Filter) {
+			f.ResourceType, f.ResourceName, f.PatternType = topic, str("orders"), kmsg.ACLResourcePatternTypeMatch
+		}), []bool{true, true, true, false}},
 		{"LITERAL only", with(func(f *Filter) { f.PatternType = literal }), []bool{true, true, false, true}},
 		{"PREFIXED ord", with(func(f *Filter) { f.PatternType, f.ResourceName = prefix, str("ord") }), []bool{false, false, true, false}},
 		{"principal", with(func(f *Filter) { f.Principal = str("User:bob") }), []bool{false, true, false, false}},
