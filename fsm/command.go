@@ -94,6 +94,10 @@ var commands = map[Kind]commandSpec{
 		(*FSM).applyAlterClientQuotas),
 	KindAlterScramCredentials: row("AlterScramCredentials", []Level{LevelScram}, v1(decodeAlterScramCredentials),
 		(*FSM).applyAlterScramCredentials),
+	KindCreateACLs: row("CreateACLs", []Level{LevelAcls},
+		func(d *dec, _ uint8) *CreateACLs { return &CreateACLs{ACLs: decodeACLs(d)} }, (*FSM).applyCreateACLs),
+	KindDeleteACLs: row("DeleteACLs", []Level{LevelAcls},
+		func(d *dec, _ uint8) *DeleteACLs { return &DeleteACLs{ACLs: decodeACLs(d)} }, (*FSM).applyDeleteACLs),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

@@ -33,10 +33,13 @@ const (
 	// has moved on; members record the entry that last admitted them
 	// (Member.JoinedAt), in a snapshot section of its own.
 	LevelGuardedRemoval Level = 4
+	// LevelAcls: CreateACLs and DeleteACLs (kinds 33, 34) and the ACL
+	// section of snapshots.
+	LevelAcls Level = 5
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelGuardedRemoval
+	LatestLevel = LevelAcls
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

@@ -55,11 +55,14 @@ type FSM struct {
 	groups         map[string]*Group
 	quotas         map[string]*clientQuota                       // by QuotaEntity.Key
 	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential (scram.go)
+	acls           map[ACL]struct{}                              // acls.go
 
 	applied  atomic.Uint64 // index of the last applied entry
 	applying uint64        // index of the entry being applied; only Apply's goroutine uses it
 	level    atomic.Uint32 // the cluster's feature Level
 	halted   atomic.Pointer[HaltError]
+	// aclVersion changes with every change of acls (local, not replicated).
+	aclVersion atomic.Uint64
 }
 
 // Topic is one topic. Name, ID and Partitions are read under the FSM lock.
@@ -88,7 +91,8 @@ func Open(opts Options) (*FSM, error) {
 		opts.Logger = slog.Default()
 	}
 	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{},
-		quotas: map[string]*clientQuota{}, scram: map[string]map[ScramMechanism]ScramCredential{}}
+		quotas: map[string]*clientQuota{}, scram: map[string]map[ScramMechanism]ScramCredential{},
+		acls: map[ACL]struct{}{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}

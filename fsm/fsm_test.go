@@ -70,6 +70,10 @@ func commandLog(seed uint64, n int) [][]byte {
 			log = append(log, Encode(randomAlterTopicConfigs(r, t)))
 		case k == 7:
 			log = append(log, Encode(randomAlterClientQuotas(r)))
+		case k == 8:
+			log = append(log, Encode(&CreateACLs{ACLs: []ACL{randomACL(r), randomACL(r)}}))
+		case k == 9:
+			log = append(log, Encode(&DeleteACLs{ACLs: []ACL{randomACL(r)}}))
 		default:
 			part := int32(r.IntN(3))
 			pid := int64(-1)

@@ -67,6 +67,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelGuardedRemoval {
 			f.encodeJoinStampsLocked(e)
 		}
+		if l >= LevelAcls {
+			f.encodeACLsLocked(e)
+		}
 	}
 }
 
@@ -113,6 +116,7 @@ type meta struct {
 	level          Level
 	quotas         map[string]*clientQuota
 	scram          map[string]map[ScramMechanism]ScramCredential
+	acls           map[ACL]struct{}
 }
 
 func decodeMeta(d *dec) *meta {
@@ -150,6 +154,9 @@ func decodeMeta(d *dec) *meta {
 		}
 		if m.level >= LevelGuardedRemoval {
 			decodeJoinStamps(d, m.groups)
+		}
+		if m.level >= LevelAcls {
+			m.acls = decodeACLSet(d)
 		}
 	}
 	return m
@@ -349,6 +356,11 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 	if f.scram == nil {
 		f.scram = map[string]map[ScramMechanism]ScramCredential{}
 	}
+	f.acls = m.acls
+	if f.acls == nil {
+		f.acls = map[ACL]struct{}{}
+	}
+	f.aclVersion.Add(1)
 	keep := map[string]bool{}
 	for _, mt := range m.topics {
 		t := &Topic{Name: mt.name, ID: mt.id, Configs: map[string]string{}}

@@ -29,6 +29,18 @@ func (s *Server) handleAlterClientQuotas(ctx context.Context, r *Request) Reply 
 	if len(req.Entries) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if !s.allowedCluster(r, kmsg.ACLOperationAlterConfigs) {
+		resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+		for _, e := range req.Entries {
+			re := kmsg.NewAlterClientQuotasResponseEntry()
+			for _, c := range e.Entity {
+				re.Entity = append(re.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: c.Type, Name: c.Name})
+			}
+			re.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			resp.Entries = append(resp.Entries, re)
+		}
+		return now(resp)
+	}
 	return later(func() kmsg.Response {
 		return s.viaLeader(ctx, r, func() kmsg.Response { return s.alterClientQuotas(ctx, req) })
 	})

@@ -20,8 +20,27 @@ func (s *Server) handleAlterConfigs(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	var denied []kmsg.AlterConfigsResponseResource
+	req.Resources, _ = partitionAllowed(req.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
+		ok, code := s.configResourceAllowed(r, kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
+		if !ok {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, rr)
+		}
+		return ok
+	})
+	answerDenied := func(resp kmsg.Response) kmsg.Response {
+		if ar, ok := resp.(*kmsg.AlterConfigsResponse); ok {
+			ar.Resources = append(ar.Resources, denied...)
+		}
+		return resp
+	}
+	if len(req.Resources) == 0 {
+		return now(answerDenied(resp))
+	}
 	return later(func() kmsg.Response {
-		return s.viaLeader(ctx, r, func() kmsg.Response {
+		return answerDenied(s.viaLeader(ctx, r, func() kmsg.Response {
 			keys := make([]resourceKey, len(req.Resources))
 			for i, res := range req.Resources {
 				keys[i] = resourceKey{int8(res.ResourceType), res.ResourceName}
@@ -34,7 +53,7 @@ func (s *Server) handleAlterConfigs(ctx context.Context, r *Request) Reply {
 				resp.Resources = append(resp.Resources, rr)
 			}
 			return resp
-		})
+		}))
 	})
 }
 

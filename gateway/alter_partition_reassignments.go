@@ -25,6 +25,10 @@ func (s *Server) handleAlterPartitionReassignments(_ context.Context, r *Request
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	replicas, _ := s.cluster.Replicas()
 	for _, t := range req.Topics {
 		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()

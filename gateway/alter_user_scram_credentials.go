@@ -21,6 +21,26 @@ func (s *Server) handleAlterUserScramCredentials(ctx context.Context, r *Request
 	if len(req.Deletions)+len(req.Upsertions) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
+		resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		seen := map[string]bool{}
+		users := make([]string, 0, len(req.Deletions)+len(req.Upsertions))
+		for _, d := range req.Deletions {
+			users = append(users, d.Name)
+		}
+		for _, u := range req.Upsertions {
+			users = append(users, u.Name)
+		}
+		for _, u := range users {
+			if !seen[u] {
+				seen[u] = true
+				res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				res.User, res.ErrorCode = u, kerr.ClusterAuthorizationFailed.Code
+				resp.Results = append(resp.Results, res)
+			}
+		}
+		return now(resp)
+	}
 	return later(func() kmsg.Response {
 		return s.viaLeader(ctx, r, func() kmsg.Response { return s.alterScram(ctx, req) })
 	})

@@ -61,16 +61,17 @@ type session struct {
 
 // startSession sets up a new connection's session: open when its
 // listener does not authenticate, authenticated by a verified client
-// certificate, or waiting for SASL.
+// certificate, or waiting for SASL. A verified client certificate names
+// the connection's principal (its subject's distinguished name, as Kafka's
+// default principal builder takes it) until SASL names another.
 func (s *Server) startSession(sess *session, tc *tls.Conn, listenerSASL bool) {
-	if s.cfg.SASL == nil || !listenerSASL {
-		sess.authed, sess.noSASL = true, true
-		return
-	}
 	if tc != nil {
 		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
-			sess.authed, sess.user = true, "CN="+st.PeerCertificates[0].Subject.CommonName
+			sess.authed, sess.user = true, st.PeerCertificates[0].Subject.String()
 		}
+	}
+	if s.cfg.SASL == nil || !listenerSASL {
+		sess.authed, sess.noSASL = true, true
 	}
 }
 

@@ -14,10 +14,27 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	var denied []kmsg.CreatePartitionsRequestTopic
+	req.Topics, denied = partitionAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool {
+		return s.allowedTopic(r, kmsg.ACLOperationAlter, t.Topic)
+	})
+	answerDenied := func(resp kmsg.Response) kmsg.Response {
+		if cr, ok := resp.(*kmsg.CreatePartitionsResponse); ok {
+			for _, t := range denied {
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+				cr.Topics = append(cr.Topics, rt)
+			}
+		}
+		return resp
+	}
+	if len(req.Topics) == 0 {
+		return now(answerDenied(resp))
+	}
 	return later(func() kmsg.Response {
-		return s.viaLeader(ctx, r, func() kmsg.Response {
+		return answerDenied(s.viaLeader(ctx, r, func() kmsg.Response {
 			return s.createPartitions(ctx, req, resp)
-		})
+		}))
 	})
 }
 

@@ -13,8 +13,31 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	// CREATE on the cluster allows every topic, else CREATE on each.
+	var denied []kmsg.CreateTopicsRequestTopic
+	if !s.allowedCluster(r, kmsg.ACLOperationCreate) {
+		req.Topics, denied = partitionAllowed(req.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+			return s.allowedTopic(r, kmsg.ACLOperationCreate, t.Topic)
+		})
+	}
+	answerDenied := func(resp kmsg.Response) kmsg.Response {
+		cr, ok := resp.(*kmsg.CreateTopicsResponse)
+		if !ok {
+			return resp
+		}
+		for _, t := range denied {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, -1, -1
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			cr.Topics = append(cr.Topics, rt)
+		}
+		return cr
+	}
+	if len(req.Topics) == 0 {
+		return now(answerDenied(resp))
+	}
 	return later(func() kmsg.Response {
-		return s.viaLeader(ctx, r, func() kmsg.Response {
+		return answerDenied(s.viaLeader(ctx, r, func() kmsg.Response {
 			seen := map[string]int{}
 			for _, t := range req.Topics {
 				seen[t.Topic]++
@@ -23,7 +46,7 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
 				resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, seen[t.Topic] > 1))
 			}
 			return resp
-		})
+		}))
 	})
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,12 +12,27 @@ func (s *Server) handleDeleteGroups(ctx context.Context, r *Request) Reply {
 	if len(req.Groups) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	var allowed, denied []string
+	for _, id := range req.Groups {
+		if s.allowedGroup(r, kmsg.ACLOperationDelete, id) {
+			allowed = append(allowed, id)
+		} else {
+			denied = append(denied, id)
+		}
+	}
 	return later(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		codes := s.groups.DeleteGroups(ctx, req.Groups)
-		for i, id := range req.Groups {
+		if len(allowed) > 0 {
+			codes := s.groups.DeleteGroups(ctx, allowed)
+			for i, id := range allowed {
+				rg := kmsg.NewDeleteGroupsResponseGroup()
+				rg.Group, rg.ErrorCode = id, codes[i]
+				resp.Groups = append(resp.Groups, rg)
+			}
+		}
+		for _, id := range denied {
 			rg := kmsg.NewDeleteGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = id, codes[i]
+			rg.Group, rg.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
 			resp.Groups = append(resp.Groups, rg)
 		}
 		return resp

@@ -33,12 +33,31 @@ func (s *Server) handleDeleteRecords(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	var denied []kmsg.DeleteRecordsRequestTopic
+	req.Topics, denied = partitionAllowed(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool {
+		return s.allowedTopic(r, kmsg.ACLOperationDelete, t.Topic)
+	})
+	answerDenied := func(resp kmsg.Response) kmsg.Response {
+		if dr, ok := resp.(*kmsg.DeleteRecordsResponse); ok {
+			for _, t := range denied {
+				rt := kmsg.NewDeleteRecordsResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range uniquePartitions(t.Partitions) {
+					rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+					rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				dr.Topics = append(dr.Topics, rt)
+			}
+		}
+		return resp
+	}
 	del, ok := s.backend.(RecordDeleter)
-	if !ok {
-		return now(s.deleteRecords(ctx, req, nil))
+	if !ok || len(req.Topics) == 0 {
+		return now(answerDenied(s.deleteRecords(ctx, req, del)))
 	}
 	return later(func() kmsg.Response {
-		return s.viaLeader(ctx, r, func() kmsg.Response { return s.deleteRecords(ctx, req, del) })
+		return answerDenied(s.viaLeader(ctx, r, func() kmsg.Response { return s.deleteRecords(ctx, req, del) }))
 	})
 }
 

@@ -23,10 +23,46 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Reply {
 			targets = append(targets, deleteTarget{name: &req.TopicNames[i]})
 		}
 	}
+	// DELETE on each topic (named by id: DESCRIBE too, or its name is not
+	// given away). A follower forwards the allowed ones only.
+	var denied []kmsg.DeleteTopicsResponseTopic
+	if s.checks(r) {
+		allowed := func(t deleteTarget) bool {
+			if t.name != nil {
+				return s.allowedTopic(r, kmsg.ACLOperationDelete, *t.name)
+			}
+			name, ok := s.backend.TopicName(t.id)
+			return !ok || s.allowedTopic(r, kmsg.ACLOperationDescribe, name) && s.allowedTopic(r, kmsg.ACLOperationDelete, name)
+		}
+		var refused []deleteTarget
+		targets, refused = partitionAllowed(targets, allowed)
+		for _, t := range refused {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.name, t.id, kerr.TopicAuthorizationFailed.Code
+			denied = append(denied, rt)
+		}
+		req.Topics, req.TopicNames = nil, nil
+		for _, t := range targets {
+			if req.Version >= 6 {
+				req.Topics = append(req.Topics, kmsg.DeleteTopicsRequestTopic{Topic: t.name, TopicID: t.id})
+			} else {
+				req.TopicNames = append(req.TopicNames, *t.name)
+			}
+		}
+	}
+	answerDenied := func(resp kmsg.Response) kmsg.Response {
+		if dr, ok := resp.(*kmsg.DeleteTopicsResponse); ok {
+			dr.Topics = append(dr.Topics, denied...)
+		}
+		return resp
+	}
+	if len(targets) == 0 {
+		return now(answerDenied(resp))
+	}
 	return later(func() kmsg.Response {
-		return s.viaLeader(ctx, r, func() kmsg.Response {
+		return answerDenied(s.viaLeader(ctx, r, func() kmsg.Response {
 			return s.deleteTopics(ctx, resp, targets)
-		})
+		}))
 	})
 }
 

@@ -18,6 +18,11 @@ import (
 // after an alter through any node sees it.
 func (s *Server) handleDescribeClientQuotas(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeClientQuotasRequest)
+	if !s.allowedCluster(r, kmsg.ACLOperationDescribeConfigs) {
+		resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	return later(func() kmsg.Response {
 		return s.viaLeader(ctx, r, func() kmsg.Response { return s.describeClientQuotas(req) })
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway/authz"
 )
 
 func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Reply {
@@ -13,6 +15,9 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Reply {
 	resp.ControllerID = s.controllerID()
 	resp.EndpointType = 1 // brokers
 	resp.ClusterAuthorizedOperations = authorizedOpsUnset
+	if a := s.access(r); a.cluster(kmsg.ACLOperationDescribe) {
+		resp.ClusterAuthorizedOperations = a.ops(req.IncludeClusterAuthorizedOperations, kmsg.ACLResourceTypeCluster, authz.ClusterName)
+	}
 	for _, n := range s.cluster.Brokers() {
 		host, port := brokerAddr(n)
 		b := kmsg.NewDescribeClusterResponseBroker()

@@ -52,6 +52,11 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Reply {
 			c.ConfigType = kmsg.ConfigType(typ)
 			rr.Configs = append(rr.Configs, c)
 		}
+		if ok, code := s.configResourceAllowed(r, kmsg.ACLOperationDescribeConfigs, res.ResourceType, res.ResourceName); !ok {
+			rr.ErrorCode = code
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		switch res.ResourceType {
 		case resourceTopic:
 			info, ok := s.backend.Topic(res.ResourceName)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,7 +16,12 @@ func (s *Server) handleDescribeGroups(_ context.Context, r *Request) Reply {
 	for _, id := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = id
-		rg.AuthorizedOperations = authorizedOpsUnset
+		if !s.allowedGroup(r, kmsg.ACLOperationDescribe, id) {
+			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		rg.AuthorizedOperations = s.access(r).ops(req.IncludeAuthorizedOperations, kmsg.ACLResourceTypeGroup, id)
 		g, code := s.groups.DescribeGroup(id)
 		rg.ErrorCode = code
 		switch {

@@ -40,6 +40,11 @@ func (s *Server) handleDescribeLogDirs(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if !s.allowedCluster(r, kmsg.ACLOperationDescribe) {
+		resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	return later(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 		lr, ok := s.backend.(LogDirReporter)

@@ -40,12 +40,15 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 	for _, t := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
+		permitted := s.allowedTopic(r, kmsg.ACLOperationRead, t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
 			rp.ActiveProducers = []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
 			leader, known := s.backend.PartitionLeader(t.Topic, p)
 			switch {
+			case !permitted:
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !known:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case leader != self:

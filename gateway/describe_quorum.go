@@ -40,6 +40,11 @@ type quorumCluster interface {
 
 func (s *Server) handleDescribeQuorum(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeQuorumRequest)
+	if !s.allowedCluster(r, kmsg.ACLOperationDescribe) {
+		resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	qc, ok := s.cluster.(quorumCluster)
 	if !ok || !isMetadataPartition(req) {
 		// As Kafka: every partition asked for is unknown.

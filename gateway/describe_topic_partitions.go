@@ -26,9 +26,12 @@ func (s *Server) handleDescribeTopicPartitions(_ context.Context, r *Request) Re
 		limit = maxDescribePartitions
 	}
 	var names []string
+	a := s.access(r)
 	if len(req.Topics) == 0 {
 		for _, t := range s.backend.Topics() {
-			names = append(names, t.Name)
+			if a.topic(kmsg.ACLOperationDescribe, t.Name) { // others are left out, as in Metadata
+				names = append(names, t.Name)
+			}
 		}
 	} else {
 		seen := map[string]bool{}
@@ -53,6 +56,12 @@ func (s *Server) handleDescribeTopicPartitions(_ context.Context, r *Request) Re
 		}
 		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		rt.Topic = &name
+		if !a.topic(kmsg.ACLOperationDescribe, name) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		t, ok := s.backend.Topic(name)
 		if !ok {
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -16,6 +16,10 @@ func (s *Server) handleDescribeUserScramCredentials(_ context.Context, r *Reques
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.allowedCluster(r, kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	all := s.cfg.Credentials.ScramUsers()
 	names := make([]string, 0, len(req.Users))
 	if req.Users == nil {

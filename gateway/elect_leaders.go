@@ -18,6 +18,20 @@ import (
 func (s *Server) handleElectLeaders(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, t := range req.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return now(resp)
+	}
 	all := req.Topics == nil
 	topics := req.Topics
 	if all {

@@ -31,19 +31,35 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return now(resp)
 	}
+	// Decided here, on the connection's reader, which owns its session.
+	var denied map[string]bool
+	if s.checks(r) {
+		denied = map[string]bool{}
+		for _, rt := range req.Topics {
+			name := rt.Topic
+			if req.Version >= 13 {
+				name, _ = s.backend.TopicName(rt.TopicID)
+			}
+			if name != "" && !s.allowedTopic(r, kmsg.ACLOperationRead, name) {
+				denied[name] = true
+			}
+		}
+	}
 	return later(func() kmsg.Response {
 		s.awaitFetchLeaders(ctx, req)
-		resp := s.fetch(ctx, req)
+		resp := s.fetch(ctx, req, denied)
 		s.addFetchLeaderHints(req, resp)
 		return resp
 	})
 }
 
-func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+// fetch answers req; partitions of denied topics get
+// TOPIC_AUTHORIZATION_FAILED.
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, denied map[string]bool) *kmsg.FetchResponse {
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 	var watches []partitionWatch
-	resp, size := s.fetchOnce(ctx, req, &watches)
+	resp, size := s.fetchOnce(ctx, req, denied, &watches)
 	if size >= int(req.MinBytes) || size > 0 && req.MinBytes <= 0 || wait <= 0 || len(watches) == 0 {
 		return resp
 	}
@@ -54,7 +70,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchR
 		return resp // nothing arrived: the first read is the answer
 	}
 	watches = watches[:0]
-	resp, _ = s.fetchOnce(ctx, req, &watches)
+	resp, _ = s.fetchOnce(ctx, req, denied, &watches)
 	return resp
 }
 
@@ -153,7 +169,7 @@ type partitionRead struct {
 
 // fetchOnce reads every requested partition once. It collects a wake-up
 // channel for each partition that answered without error.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches *[]partitionWatch) (*kmsg.FetchResponse, int) {
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, denied map[string]bool, watches *[]partitionWatch) (*kmsg.FetchResponse, int) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -175,6 +191,9 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			} else {
 				topicErr = kerr.UnknownTopicID.Code
 			}
+		}
+		if denied[name] {
+			topicErr = kerr.TopicAuthorizationFailed.Code
 		}
 		// Sized up front: reads point into this array.
 		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))

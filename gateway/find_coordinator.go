@@ -26,17 +26,24 @@ func (s *Server) handleFindCoordinator(ctx context.Context, r *Request) Reply {
 		// COORDINATOR_NOT_AVAILABLE, which franz-go's coordinator lookup
 		// does not retry when its previous try hit the dead node, and
 		// which ends a group session once retries outlast it.
+		a := s.access(r)
 		return later(func() kmsg.Response {
 			s.awaitLeader(ctx)
-			return s.findCoordinator(req)
+			return s.findCoordinator(req, a)
 		})
 	}
-	return now(s.findCoordinator(req))
+	return now(s.findCoordinator(req, s.access(r)))
 }
 
-func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest, a access) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	find := func(key string) (int32, string, int32, *kerr.Error, string) {
+		switch {
+		case req.CoordinatorType == coordinatorGroup && !a.allows(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key):
+			return -1, "", -1, kerr.GroupAuthorizationFailed, ""
+		case req.CoordinatorType == coordinatorTransaction && !a.allows(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key):
+			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed, ""
+		}
 		if req.CoordinatorType == coordinatorTransaction {
 			return -1, "", -1, kerr.UnsupportedVersion, "kgate does not support transactions"
 		}

@@ -63,6 +63,11 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[50] = handler{0, 0, s.handleDescribeUserScramCredentials}
 		t[51] = handler{0, 0, s.handleAlterUserScramCredentials}
 	}
+	if s.cfg.ACLs != nil {
+		t[29] = handler{0, 3, s.handleDescribeAcls}
+		t[30] = handler{0, 3, s.handleCreateAcls}
+		t[31] = handler{0, 3, s.handleDeleteAcls}
+	}
 	return t
 }
 

@@ -16,6 +16,13 @@ func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Reply {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return now(resp)
 	}
+	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster or
+	// WRITE on some topic (KIP-679).
+	if s.checks(r) && !s.allowedCluster(r, kmsg.ACLOperationIdempotentWrite) &&
+		!s.cfg.Authorizer.AuthorizeAny(r.principal(), r.host(), kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
 	// Only the Raft leader hands ids out; clients ask any broker.
 	return later(func() kmsg.Response {
 		return s.viaLeader(ctx, r, func() kmsg.Response {

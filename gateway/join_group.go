@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/coordinator"
@@ -15,6 +16,11 @@ func (s *Server) handleJoinGroup(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.JoinGroupRequest)
 	if len(req.Protocols) > s.cfg.MaxElements {
 		return Reply{close: true}
+	}
+	if !s.allowedGroup(r, kmsg.ACLOperationRead, req.Group) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation = kerr.GroupAuthorizationFailed.Code, -1
+		return now(resp)
 	}
 	jr := coordinator.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, ProtocolType: req.ProtocolType,

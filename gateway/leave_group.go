@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/coordinator"
@@ -12,6 +13,11 @@ func (s *Server) handleLeaveGroup(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.LeaveGroupRequest)
 	if len(req.Members) > s.cfg.MaxElements {
 		return Reply{close: true}
+	}
+	if !s.allowedGroup(r, kmsg.ACLOperationRead, req.Group) {
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return now(resp)
 	}
 	var members []coordinator.LeaveMember
 	if req.Version < 3 {

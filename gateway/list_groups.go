@@ -23,8 +23,13 @@ func (s *Server) handleListGroups(_ context.Context, r *Request) Reply {
 		}
 		return false
 	}
+	// Without DESCRIBE on the cluster, only the groups the client may
+	// describe are listed.
+	a := s.access(r)
+	all := a.cluster(kmsg.ACLOperationDescribe)
 	for _, g := range groups {
-		if !match(req.StatesFilter, g.State.String()) || !match(req.TypesFilter, "classic") {
+		if !match(req.StatesFilter, g.State.String()) || !match(req.TypesFilter, "classic") ||
+			!all && !a.allows(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.ID) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()

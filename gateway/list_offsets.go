@@ -29,11 +29,14 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		permitted := s.allowedTopic(r, kmsg.ACLOperationDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
-			if leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition); !ok {
+			if !permitted {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition); !ok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if leader != self {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,5 +13,8 @@ func (s *Server) handleListPartitionReassignments(_ context.Context, r *Request)
 	req := r.Body.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	resp.Topics = []kmsg.ListPartitionReassignmentsResponseTopic{}
+	if !s.allowedCluster(r, kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	}
 	return now(resp)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/gateway/authz"
 )
 
 const authorizedOpsUnset = -2147483648
@@ -17,6 +18,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 	if len(req.Topics) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	a := s.access(r)
 	if _, ok := s.cluster.ServingLeader(); !ok || !s.cluster.CaughtUp() {
 		// During an election (or while a follower suspects its leader is
 		// gone, or a new leader catches up) every partition would read
@@ -27,14 +29,17 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 		return later(func() kmsg.Response {
 			s.awaitLeader(ctx)
 			s.awaitCaughtUp(ctx)
-			return s.metadata(ctx, req)
+			return s.metadata(ctx, req, a)
 		})
 	}
-	return now(s.metadata(ctx, req))
+	return now(s.metadata(ctx, req, a))
 }
 
-func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
-	resp := s.metadataOf(ctx, req)
+// metadata answers req for a client with access a: topics it may not
+// describe are left out of a listing of all and answered
+// TOPIC_AUTHORIZATION_FAILED when named, as Kafka does.
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest, a access) kmsg.Response {
+	resp := s.metadataOf(ctx, req, a)
 	s.listPartitionLeaders(resp)
 	return resp
 }
@@ -78,7 +83,7 @@ func (s *Server) node(id int32) (cluster.NodeInfo, bool) {
 	return cluster.NodeInfo{}, false
 }
 
-func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest, a access) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, n := range s.cluster.Brokers() {
 		host, port := brokerAddr(n)
@@ -87,11 +92,21 @@ func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest) *kms
 	cid := s.cluster.ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.controllerID()
+	if a.cluster(kmsg.ACLOperationDescribe) {
+		resp.AuthorizedOperations = a.ops(req.IncludeClusterAuthorizedOperations, kmsg.ACLResourceTypeCluster, authz.ClusterName)
+	}
+	topicMetadata := func(t TopicInfo) kmsg.MetadataResponseTopic {
+		mt := s.topicMetadata(t)
+		mt.AuthorizedOperations = a.ops(req.IncludeTopicAuthorizedOperations, kmsg.ACLResourceTypeTopic, t.Name)
+		return mt
+	}
 
 	// v0 and a null list (v1+) both mean every topic.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, t := range s.backend.Topics() {
-			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+			if a.topic(kmsg.ACLOperationDescribe, t.Name) {
+				resp.Topics = append(resp.Topics, topicMetadata(t))
+			}
 		}
 		return resp
 	}
@@ -111,18 +126,34 @@ func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest) *kms
 				continue
 			}
 			name = n
+			if !a.topic(kmsg.ACLOperationDescribe, name) {
+				// Topic ids are not secret; the name stays hidden.
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 		}
-		resp.Topics = append(resp.Topics, s.lookupTopic(ctx, name, autoCreate))
+		mt := s.lookupTopic(ctx, name, autoCreate, a)
+		if mt.ErrorCode == 0 {
+			mt.AuthorizedOperations = a.ops(req.IncludeTopicAuthorizedOperations, kmsg.ACLResourceTypeTopic, name)
+		}
+		resp.Topics = append(resp.Topics, mt)
 	}
 	return resp
 }
 
-func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool) kmsg.MetadataResponseTopic {
+func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool, a access) kmsg.MetadataResponseTopic {
 	fail := func(code int16) kmsg.MetadataResponseTopic {
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = &name
 		mt.ErrorCode = code
 		return mt
+	}
+	// Whether the topic exists is not disclosed to who may not describe it.
+	if !a.topic(kmsg.ACLOperationDescribe, name) {
+		return fail(kerr.TopicAuthorizationFailed.Code)
 	}
 	if !validTopicName(name) {
 		return fail(kerr.InvalidTopicException.Code)
@@ -132,6 +163,9 @@ func (s *Server) lookupTopic(ctx context.Context, name string, autoCreate bool) 
 	}
 	if !autoCreate {
 		return fail(kerr.UnknownTopicOrPartition.Code)
+	}
+	if !a.cluster(kmsg.ACLOperationCreate) && !a.topic(kmsg.ACLOperationCreate, name) {
+		return fail(kerr.TopicAuthorizationFailed.Code)
 	}
 	if code := s.autoCreateTopic(ctx, name); code != 0 && code != kerr.TopicAlreadyExists.Code {
 		s.log.Debug("auto-create topic", "topic", name, "err", kerr.ErrorForCode(code))

@@ -19,6 +19,7 @@ func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	groupDenied := !s.allowedGroup(r, kmsg.ACLOperationRead, req.Group)
 	// Partitions of unknown topics fail alone; the rest are committed.
 	var offsets []fsm.OffsetCommit
 	type slot struct{ t, p int }
@@ -27,10 +28,15 @@ func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Reply {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		info, known := s.backend.Topic(t.Topic)
+		topicDenied := !groupDenied && !s.allowedTopic(r, kmsg.ACLOperationRead, t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			if !known || p.Partition < 0 || p.Partition >= info.Partitions {
+			if groupDenied {
+				rp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			} else if topicDenied {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if !known || p.Partition < 0 || p.Partition >= info.Partitions {
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				oc := fsm.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/coordinator"
@@ -20,9 +21,27 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
 	if len(parts) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if !s.allowedGroup(r, kmsg.ACLOperationDelete, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return now(resp)
+	}
+	// Partitions of topics the client may not read are not deleted.
+	var allowed []fsm.TopicPartition
+	denied := map[string]bool{}
+	for _, p := range parts {
+		if d, ok := denied[p.Topic]; !ok {
+			denied[p.Topic] = !s.allowedTopic(r, kmsg.ACLOperationRead, p.Topic)
+		} else if d {
+			continue
+		}
+		if !denied[p.Topic] {
+			allowed = append(allowed, p)
+		}
+	}
 	return later(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-		codes, code := s.groups.DeleteOffsets(ctx, req.Group, parts, coordinator.SubscribedTopics)
+		codes, code := s.groups.DeleteOffsets(ctx, req.Group, allowed, coordinator.SubscribedTopics)
 		resp.ErrorCode = code
 		if code != 0 {
 			return resp
@@ -34,8 +53,12 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 				rp.Partition = p.Partition
-				rp.ErrorCode = codes[i]
-				i++
+				if denied[t.Topic] {
+					rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				} else {
+					rp.ErrorCode = codes[i]
+					i++
+				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

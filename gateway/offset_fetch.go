@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/fsm"
@@ -15,6 +16,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 	if len(req.Topics)+len(req.Groups) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	a := s.access(r)
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
 			rg := kmsg.NewOffsetFetchResponseGroup()
@@ -27,7 +29,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 				}
 			}
 			var parts []offsetAnswer
-			parts, rg.ErrorCode = s.fetchOffsets(g.Group, topics)
+			parts, rg.ErrorCode = s.fetchOffsets(g.Group, topics, a)
 			for _, t := range groupByTopic(parts) {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.topic
@@ -49,7 +51,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 			topics = append(topics, topicRequest{t.Topic, t.Partitions})
 		}
 	}
-	parts, code := s.fetchOffsets(req.Group, topics)
+	parts, code := s.fetchOffsets(req.Group, topics, a)
 	resp.ErrorCode = code
 	for _, t := range groupByTopic(parts) {
 		rt := kmsg.NewOffsetFetchResponseTopic()
@@ -83,7 +85,13 @@ type offsetAnswer struct {
 
 // fetchOffsets answers the partitions asked for (topics nil: every
 // committed one). Partitions with no commit get offset -1, as in Kafka.
-func (s *Server) fetchOffsets(group string, topics []topicRequest) ([]offsetAnswer, int16) {
+// A client that may not describe the group gets GROUP_AUTHORIZATION_FAILED;
+// topics it may not describe are left out of "every" and answered
+// TOPIC_AUTHORIZATION_FAILED when named.
+func (s *Server) fetchOffsets(group string, topics []topicRequest, acc access) ([]offsetAnswer, int16) {
+	if !acc.allows(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, group) {
+		return nil, kerr.GroupAuthorizationFailed.Code
+	}
 	offs, code := s.groups.FetchOffsets(group)
 	var out []offsetAnswer
 	answer := func(tp fsm.TopicPartition) offsetAnswer {
@@ -101,7 +109,9 @@ func (s *Server) fetchOffsets(group string, topics []topicRequest) ([]offsetAnsw
 		}
 		tps := make([]fsm.TopicPartition, 0, len(offs))
 		for tp := range offs {
-			tps = append(tps, tp)
+			if acc.topic(kmsg.ACLOperationDescribe, tp.Topic) {
+				tps = append(tps, tp)
+			}
 		}
 		sort.Slice(tps, func(i, j int) bool {
 			if tps[i].Topic != tps[j].Topic {
@@ -115,8 +125,13 @@ func (s *Server) fetchOffsets(group string, topics []topicRequest) ([]offsetAnsw
 		return out, 0
 	}
 	for _, t := range topics {
+		denied := !acc.topic(kmsg.ACLOperationDescribe, t.topic)
 		for _, p := range t.partitions {
-			out = append(out, answer(fsm.TopicPartition{Topic: t.topic, Partition: p}))
+			a := answer(fsm.TopicPartition{Topic: t.topic, Partition: p})
+			if denied {
+				a.offset, a.epoch, a.code = -1, -1, kerr.TopicAuthorizationFailed.Code
+			}
+			out = append(out, a)
 		}
 	}
 	return out, code

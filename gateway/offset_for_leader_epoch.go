@@ -18,12 +18,15 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, r *Request) Rep
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		permitted := s.allowedTopic(r, kmsg.ACLOperationDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition)
 			switch {
+			case !permitted:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !ok:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case leader != self:

@@ -42,6 +42,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		info, known := s.backend.Topic(rt.Topic)
+		permitted := topLevel != 0 || s.allowedTopic(r, kmsg.ACLOperationWrite, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -51,6 +52,8 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 			code := topLevel
 			if code == 0 {
 				switch {
+				case !permitted:
+					code = kerr.TopicAuthorizationFailed.Code
 				case !known || rp.Partition < 0 || rp.Partition >= info.Partitions:
 					code = kerr.UnknownTopicOrPartition.Code
 				default:

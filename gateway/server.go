@@ -17,6 +17,7 @@ import (
 
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/gateway/authz"
 )
 
 // Config bounds and tunes the server.
@@ -51,7 +52,14 @@ type Config struct {
 	// Credentials stores SCRAM users; with it DescribeUserScramCredentials
 	// and AlterUserScramCredentials are offered.
 	Credentials Credentials
-	Logger      *slog.Logger
+	// ACLs stores ACL bindings; with it DescribeAcls, CreateAcls and
+	// DeleteAcls are offered (answered SECURITY_DISABLED without an
+	// Authorizer, as Kafka does).
+	ACLs ACLStore
+	// Authorizer, when set, authorizes every request with the ACLs
+	// (authorize.go).
+	Authorizer *authz.Authorizer
+	Logger     *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -145,7 +153,9 @@ type Server struct {
 	// reads a topic's configs and writes the whole new set, so two changes
 	// must not interleave; they all run on the leader (followers forward).
 	alterMu sync.Mutex
-	fwd     forwarder
+	// aclMu serializes ACL deletions on the leader (delete_acls.go).
+	aclMu sync.Mutex
+	fwd   forwarder
 
 	metrics *metrics
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/coordinator"
@@ -13,6 +14,11 @@ func (s *Server) handleSyncGroup(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.SyncGroupRequest)
 	if len(req.GroupAssignment) > s.cfg.MaxElements {
 		return Reply{close: true}
+	}
+	if !s.allowedGroup(r, kmsg.ACLOperationRead, req.Group) {
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode, resp.MemberAssignment = kerr.GroupAuthorizationFailed.Code, []byte{}
+		return now(resp)
 	}
 	sr := coordinator.SyncRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation,
 		ProtocolType: req.ProtocolType, Protocol: req.Protocol}

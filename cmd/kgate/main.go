@@ -181,6 +181,7 @@ func serve(ctx context.Context, cfg *config) error {
 		Groups:            groups,
 		Quotas:            local, // replicated in the FSM with either backend
 		Credentials:       local,
+		ACLs:              local,
 		Logger:            log,
 	}
 	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, log)

@@ -21,6 +21,7 @@ import (
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/admin"
+	"github.com/kgate/kgate/gateway/authz"
 	"github.com/kgate/kgate/gateway/certs"
 	"github.com/kgate/kgate/gateway/sasl"
 )
@@ -52,6 +53,9 @@ type securityConfig struct {
 	OAuthAudience      string
 	OAuthSubClaim      string
 	OAuthClockSkew     time.Duration
+	Authorizer         bool
+	SuperUsers         string
+	AllowIfNoACL       bool
 }
 
 func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
@@ -78,6 +82,9 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.StringVar(&c.RaftTLSCert, "raft-tls-cert", "", "PEM certificate chain this node presents on the Raft port (Raft and forwarded requests), naming it node-<id> or kgate-<id>; with --raft-tls-key and --raft-tls-ca every node-to-node link uses mutual TLS")
 	fs.StringVar(&c.RaftTLSKey, "raft-tls-key", "", "PEM private key of --raft-tls-cert")
 	fs.StringVar(&c.RaftTLSCA, "raft-tls-ca", "", "PEM CA certificates that sign every node's --raft-tls-cert (the cluster's CA)")
+	fs.BoolVar(&c.Authorizer, "authorizer", false, "authorize every Kafka request with the cluster's ACLs (kafka-acls.sh manages them); off: everything is allowed and the ACL APIs answer SECURITY_DISABLED")
+	fs.StringVar(&c.SuperUsers, "super-users", "", "semicolon list of principals allowed everything with --authorizer, e.g. User:admin;User:CN=ops (Kafka's super.users)")
+	fs.BoolVar(&c.AllowIfNoACL, "allow-everyone-if-no-acl-found", false, "with --authorizer, allow an action on a resource no ACL names (Kafka's allow.everyone.if.no.acl.found)")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys (16, 24 or 32 bytes), one a line: the first encrypts, all decrypt; SIGHUP reloads it (key rotation)")
 }
 
@@ -145,10 +152,30 @@ func (c *securityConfig) validate() error {
 	if c.FailedAuthDelay < 0 || c.FailedAuthDelay > time.Minute {
 		return fmt.Errorf("invalid value %s for --connection-failed-authentication-delay: must be 0..1m", c.FailedAuthDelay)
 	}
+	for _, u := range c.superUsers() {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			return fmt.Errorf("invalid value %q for --super-users: %q is not a principal of the form User:name", c.SuperUsers, u)
+		}
+	}
+	if !c.Authorizer && (c.SuperUsers != "" || c.AllowIfNoACL) {
+		return fmt.Errorf("invalid value for --super-users/--allow-everyone-if-no-acl-found: they need --authorizer")
+	}
 	if c.MaxReauth < 0 || (c.MaxReauth > 0 && c.MaxReauth < time.Second) {
 		return fmt.Errorf("invalid value %s for --connections-max-reauth: must be 0 or at least 1s", c.MaxReauth)
 	}
 	return nil
+}
+
+// superUsers splits --super-users (';', as Kafka's super.users, since
+// certificate subjects hold commas).
+func (c *securityConfig) superUsers() []string {
+	var out []string
+	for _, u := range strings.Split(c.SuperUsers, ";") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func (c *securityConfig) mechanisms() []string {
@@ -231,6 +258,12 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 			log.Warn("SASL PLAIN without --kafka-tls-cert: passwords cross the network in clear")
 		}
 		gc.SASL = s
+	}
+	if c.Authorizer {
+		if gc.ACLs == nil {
+			return nil, fmt.Errorf("--authorizer: no ACL store")
+		}
+		gc.Authorizer = authz.New(gc.ACLs, authz.Config{SuperUsers: c.superUsers(), AllowIfNoACL: c.AllowIfNoACL})
 	}
 	return rl, nil
 }

@@ -36,6 +36,7 @@ var kafkaToolClasses = map[string]string{
 	"kafka-transactions.sh":        "org.apache.kafka.tools.TransactionsCommand",
 	"kafka-reassign-partitions.sh": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 	"kafka-configs.sh":             "kafka.admin.ConfigCommand",
+	"kafka-acls.sh":                "org.apache.kafka.tools.AclCommand",
 }
 
 // docBootstrap is the bootstrap address the documented commands use; the
