@@ -28,10 +28,13 @@ const (
 	// LevelScram: AlterScramCredentials (kind 32) and the SCRAM section of
 	// snapshots.
 	LevelScram Level = 3
+	// LevelTransactions: the transaction commands (kinds 40-45) and the
+	// transactions section of snapshots.
+	LevelTransactions Level = 6
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelScram
+	LatestLevel = LevelTransactions
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

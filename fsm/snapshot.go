@@ -64,6 +64,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelScram {
 			f.encodeScramLocked(e)
 		}
+		if l >= LevelTransactions {
+			f.encodeTxnsLocked(e)
+		}
 	}
 }
 
@@ -110,6 +113,7 @@ type meta struct {
 	level          Level
 	quotas         map[string]*clientQuota
 	scram          map[string]map[ScramMechanism]ScramCredential
+	txns           *txnMeta
 }
 
 func decodeMeta(d *dec) *meta {
@@ -144,6 +148,9 @@ func decodeMeta(d *dec) *meta {
 		}
 		if m.level >= LevelScram {
 			m.scram = decodeScram(d)
+		}
+		if m.level >= LevelTransactions {
+			m.txns = decodeTxns(d)
 		}
 	}
 	return m
@@ -343,6 +350,13 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 	if f.scram == nil {
 		f.scram = map[string]map[ScramMechanism]ScramCredential{}
 	}
+	f.txns, f.txnByPID = map[string]*txn{}, map[int64]string{}
+	if m.txns != nil {
+		f.txns = m.txns.txns
+	}
+	for id, t := range f.txns {
+		f.txnByPID[t.producerID] = id
+	}
 	keep := map[string]bool{}
 	for _, mt := range m.topics {
 		t := &Topic{Name: mt.name, ID: mt.id, Configs: map[string]string{}}
@@ -372,7 +386,13 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 					return err
 				}
 			}
-			t.Partitions = append(t.Partitions, &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers})
+			p := &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers, ongoing: map[int64]int64{}}
+			if m.txns != nil {
+				if pt := m.txns.parts[TopicPartition{t.Name, int32(i)}]; pt != nil {
+					p.ongoing, p.aborted = pt.ongoing, pt.aborted
+				}
+			}
+			t.Partitions = append(t.Partitions, p)
 		}
 		f.topics[t.Name] = t
 	}
