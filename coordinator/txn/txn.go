@@ -126,7 +126,8 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	return r.ProducerID, r.Epoch, 0
 }
 
-// Producer names the producer of a transaction request.
+// producer names the producer of a transaction request, stamped with
+// the leader's time.
 func (c *Coordinator) producer(id string, producerID int64, epoch int16) fsm.TxnProducer {
 	return fsm.TxnProducer{TransactionalID: id, ProducerID: producerID, Epoch: epoch, NowMs: c.nowMs()}
 }
