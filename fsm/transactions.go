@@ -597,6 +597,27 @@ func (p *Partition) pruneAborted(start int64) {
 	p.aborted = p.aborted[:n]
 }
 
+// PendingTxnOffsets is the set of a group's partitions with offsets staged
+// in an ongoing transaction (OffsetFetch with require_stable answers them
+// UNSTABLE_OFFSET_COMMIT).
+func (f *FSM) PendingTxnOffsets(group string) map[TopicPartition]bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out map[TopicPartition]bool
+	for _, t := range f.txns {
+		if t.state != TxnOngoing {
+			continue
+		}
+		for tp := range t.offsets[group] {
+			if out == nil {
+				out = map[TopicPartition]bool{}
+			}
+			out[tp] = true
+		}
+	}
+	return out
+}
+
 // Transactions lists every transactional id's state, sorted by id.
 func (f *FSM) Transactions() []TxnView {
 	f.mu.RLock()

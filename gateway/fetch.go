@@ -258,16 +258,18 @@ func (s *Server) stabilize(r *partitionRead, committed bool) {
 	if !committed {
 		return
 	}
-	n := 0
+	n, end := 0, r.rp.FetchOffset
 	for data := r.res.Records; n < len(data); {
 		h, err := records.ParseHeader(data[n:])
 		if err != nil || h.BaseOffset >= lso || n+h.Size() > len(data) {
 			break
 		}
 		n += h.Size()
+		end = h.LastOffset() + 1
 	}
 	r.res.Records = r.res.Records[:n]
-	aborted := s.txnBackend.AbortedTransactions(r.topic, r.rp.Partition, r.rp.FetchOffset, lso)
+	// As Kafka: the aborted transactions among the records returned.
+	aborted := s.txnBackend.AbortedTransactions(r.topic, r.rp.Partition, r.rp.FetchOffset, end)
 	r.sp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(aborted))
 	for _, a := range aborted {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()

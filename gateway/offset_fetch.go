@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/fsm"
@@ -27,7 +28,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 				}
 			}
 			var parts []offsetAnswer
-			parts, rg.ErrorCode = s.fetchOffsets(g.Group, topics)
+			parts, rg.ErrorCode = s.fetchOffsets(g.Group, topics, req.RequireStable)
 			for _, t := range groupByTopic(parts) {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.topic
@@ -49,7 +50,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 			topics = append(topics, topicRequest{t.Topic, t.Partitions})
 		}
 	}
-	parts, code := s.fetchOffsets(req.Group, topics)
+	parts, code := s.fetchOffsets(req.Group, topics, req.RequireStable)
 	resp.ErrorCode = code
 	for _, t := range groupByTopic(parts) {
 		rt := kmsg.NewOffsetFetchResponseTopic()
@@ -83,12 +84,22 @@ type offsetAnswer struct {
 
 // fetchOffsets answers the partitions asked for (topics nil: every
 // committed one). Partitions with no commit get offset -1, as in Kafka.
-func (s *Server) fetchOffsets(group string, topics []topicRequest) ([]offsetAnswer, int16) {
+// With stable (KIP-447's require_stable), a partition whose offset waits in
+// an ongoing transaction gets UNSTABLE_OFFSET_COMMIT, retriable.
+func (s *Server) fetchOffsets(group string, topics []topicRequest, stable bool) ([]offsetAnswer, int16) {
 	offs, code := s.groups.FetchOffsets(group)
+	var pending map[fsm.TopicPartition]bool
+	if stable && s.txns != nil && code == 0 {
+		pending = s.txns.PendingOffsets(group)
+	}
 	var out []offsetAnswer
 	answer := func(tp fsm.TopicPartition) offsetAnswer {
 		empty := ""
 		a := offsetAnswer{topic: tp.Topic, partition: tp.Partition, offset: -1, epoch: -1, metadata: &empty, code: code}
+		if pending[tp] {
+			a.code = kerr.UnstableOffsetCommit.Code
+			return a
+		}
 		if o, ok := offs[tp]; ok && code == 0 {
 			md := o.Metadata
 			a.offset, a.epoch, a.metadata = o.Offset, o.LeaderEpoch, &md

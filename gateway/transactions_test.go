@@ -319,22 +319,28 @@ func TestTxnOffsetCommitVisibleOnCommit(t *testing.T) {
 	if r := c.do(oc).(*kmsg.TxnOffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("TxnOffsetCommit: %d", r.Topics[0].Partitions[0].ErrorCode)
 	}
-	committed := func() int64 {
+	committed := func(stable bool) (int64, int16) {
 		req := kmsg.NewPtrOffsetFetchRequest()
-		req.SetVersion(5)
-		req.Group = "g-o"
+		req.SetVersion(7)
+		req.Group, req.RequireStable = "g-o", stable
 		ft := kmsg.NewOffsetFetchRequestTopic()
 		ft.Topic, ft.Partitions = "offs", []int32{0}
 		req.Topics = append(req.Topics, ft)
-		return c.do(req).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0].Offset
+		p := c.do(req).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
 	}
-	if off := committed(); off != -1 {
-		t.Fatalf("offset %d visible before the commit", off)
+	if off, code := committed(false); off != -1 || code != 0 {
+		t.Fatalf("offset %d (error %d) visible before the commit", off, code)
+	}
+	if _, code := committed(true); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("require_stable before the commit: error %d, want UNSTABLE_OFFSET_COMMIT", code)
 	}
 	if code := endTxn(c, 3, "tx-o", pid, epoch, true); code != 0 {
 		t.Fatalf("commit: %d", code)
 	}
-	if off := committed(); off != 17 {
-		t.Fatalf("offset after commit %d, want 17", off)
+	for _, stable := range []bool{false, true} {
+		if off, code := committed(stable); off != 17 || code != 0 {
+			t.Fatalf("offset after commit %d (error %d, require_stable %v), want 17", off, code, stable)
+		}
 	}
 }

@@ -195,6 +195,12 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID i
 	return r.Codes, 0
 }
 
+// PendingOffsets is the set of a group's partitions whose offsets wait in
+// an ongoing transaction.
+func (c *Coordinator) PendingOffsets(group string) map[fsm.TopicPartition]bool {
+	return c.fsm.PendingTxnOffsets(group)
+}
+
 // EndTxn commits or aborts the producer's transaction.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) int16 {
 	if id == "" {
