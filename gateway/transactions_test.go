@@ -344,3 +344,77 @@ func TestTxnOffsetCommitVisibleOnCommit(t *testing.T) {
 		}
 	}
 }
+
+// Consume-transform-produce with franz-go's GroupTransactSession: every
+// input record appears exactly once in the output, read committed, though
+// every other transaction is aborted and its input consumed again.
+func TestGroupTransactSessionExactlyOnce(t *testing.T) {
+	n := startGroupNode(t)
+	createTopic(t, n.addr, "ctp-in", 2, nil)
+	createTopic(t, n.addr, "ctp-out", 2, nil)
+	ctx := testCtx(t)
+	const total = 60
+	in := newClient(t, n.addr, kgo.DefaultProduceTopic("ctp-in"))
+	for i := 0; i < total; i++ {
+		if err := in.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("in-%03d", i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(n.addr), kgo.TransactionalID("ctp-tx"),
+		kgo.ConsumerGroup("ctp"), kgo.ConsumeTopics("ctp-in"), kgo.DefaultProduceTopic("ctp-out"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	moved, aborted := 0, 0
+	for txn := 0; moved < total; txn++ {
+		fs := sess.PollRecords(ctx, 7)
+		if ctx.Err() != nil {
+			t.Fatalf("moved %d of %d records: %v", moved, total, ctx.Err())
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			out := &kgo.Record{Value: []byte("out-" + string(r.Value)[3:]), Partition: r.Partition}
+			if err := sess.ProduceSync(ctx, out).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+			}
+			n++
+		})
+		commit := txn%2 == 0 || n == 0
+		committed, err := sess.End(ctx, kgo.TransactionEndTry(commit))
+		if err != nil {
+			t.Fatalf("end: %v", err)
+		}
+		if committed {
+			moved += n
+		} else {
+			aborted += n
+		}
+	}
+	if aborted == 0 {
+		t.Fatal("no transaction with records was aborted")
+	}
+	if err := sess.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 2; p++ {
+		if err := sess.ProduceSync(ctx, &kgo.Record{Value: []byte("end"), Partition: p}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sess.End(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 0; i < total; i++ {
+		want = append(want, fmt.Sprintf("out-%03d", i))
+	}
+	if got := consumeUntilEnds(t, n.addr, "ctp-out", 2, kgo.ReadCommitted()); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("output read committed (%d records, %d aborted on the way):\n%v\nwant\n%v", len(got), aborted, got, want)
+	}
+}
