@@ -53,6 +53,15 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 	if p == nil {
 		return AppendResult{Code: ErrUnknownTopicOrPartition, BaseOffset: -1, LogStartOffset: -1}, nil
 	}
+	txnl := b.ProducerID >= 0 && transactionalBatch(b.Data)
+	if txnl {
+		f.mu.RLock()
+		code := f.checkTxnBatchLocked(b)
+		f.mu.RUnlock()
+		if code != ErrNone {
+			return AppendResult{Code: code, BaseOffset: -1, LogStartOffset: p.Log.Start()}, nil
+		}
+	}
 	var ps *producerState
 	if b.ProducerID >= 0 {
 		p.prodMu.Lock()
@@ -74,6 +83,9 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 	}
 	if b.ProducerID >= 0 {
 		p.recordBatch(now, b, ps, base)
+	}
+	if _, open := p.ongoing[b.ProducerID]; txnl && !open {
+		p.ongoing[b.ProducerID] = base
 	}
 	return AppendResult{BaseOffset: base, LogStartOffset: p.Log.Start()}, nil
 }

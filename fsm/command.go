@@ -21,6 +21,13 @@ const (
 	// 9-16 are the group commands (group_commands.go).
 	KindAlterTopicConfigs Kind = 17
 	KindSetFeatureLevel   Kind = 18 // features.go
+	// 40-45 are the transaction commands (transactions.go).
+	KindInitTxnProducer  Kind = 40
+	KindAddTxnPartitions Kind = 41
+	KindAddTxnGroup      Kind = 42
+	KindTxnCommitOffsets Kind = 43
+	KindEndTxn           Kind = 44
+	KindExpireTxn        Kind = 45
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -98,6 +105,25 @@ var commands = map[Kind]commandSpec{
 		func(d *dec, _ uint8) *CreateACLs { return &CreateACLs{ACLs: decodeACLs(d)} }, (*FSM).applyCreateACLs),
 	KindDeleteACLs: row("DeleteACLs", []Level{LevelAcls},
 		func(d *dec, _ uint8) *DeleteACLs { return &DeleteACLs{ACLs: decodeACLs(d)} }, (*FSM).applyDeleteACLs),
+	KindInitTxnProducer: row("InitTxnProducer", []Level{LevelTransactions}, v1(decodeInitTxnProducer),
+		(*FSM).applyInitTxnProducer),
+	KindAddTxnPartitions: row("AddTxnPartitions", []Level{LevelTransactions}, v1(decodeAddTxnPartitions),
+		(*FSM).applyAddTxnPartitions),
+	KindAddTxnGroup: row("AddTxnGroup", []Level{LevelTransactions},
+		func(d *dec, _ uint8) *AddTxnGroup {
+			return &AddTxnGroup{TxnProducer: decodeTxnProducer(d), Group: d.str()}
+		},
+		(*FSM).applyAddTxnGroup),
+	KindTxnCommitOffsets: row("TxnCommitOffsets", []Level{LevelTransactions}, v1(decodeTxnCommitOffsets),
+		(*FSM).applyTxnCommitOffsets),
+	KindEndTxn: row("EndTxn", []Level{LevelTransactions},
+		func(d *dec, _ uint8) *EndTxn { return &EndTxn{TxnProducer: decodeTxnProducer(d), Commit: d.bool()} },
+		(*FSM).applyEndTxn),
+	KindExpireTxn: row("ExpireTxn", []Level{LevelTransactions},
+		func(d *dec, _ uint8) *ExpireTxn {
+			return &ExpireTxn{TxnProducer: decodeTxnProducer(d), StartMs: d.i64()}
+		},
+		(*FSM).applyExpireTxn),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

@@ -36,10 +36,13 @@ const (
 	// LevelAcls: CreateACLs and DeleteACLs (kinds 33, 34) and the ACL
 	// section of snapshots.
 	LevelAcls Level = 5
+	// LevelTransactions: the transaction commands (kinds 40-45) and the
+	// transactions section of snapshots.
+	LevelTransactions Level = 6
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelAcls
+	LatestLevel = LevelTransactions
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

@@ -56,6 +56,8 @@ type FSM struct {
 	quotas         map[string]*clientQuota                       // by QuotaEntity.Key
 	scram          map[string]map[ScramMechanism]ScramCredential // user → mechanism → credential (scram.go)
 	acls           map[ACL]struct{}                              // acls.go
+	txns           map[string]*txn                               // by transactional id (transactions.go)
+	txnByPID       map[int64]string                              // producer id → transactional id, derived from txns
 
 	applied  atomic.Uint64 // index of the last applied entry
 	applying uint64        // index of the entry being applied; only Apply's goroutine uses it
@@ -82,6 +84,8 @@ type Partition struct {
 	// prodMu, which readers outside it (Producers) take too.
 	prodMu    sync.Mutex
 	producers map[int64]*producerState
+	ongoing   map[int64]int64 // producer id → first offset of its open transaction here
+	aborted   []AbortedTxn    // by marker offset
 }
 
 // Open loads the FSM from its checkpoint in opts.Dir (or starts empty),
@@ -92,7 +96,8 @@ func Open(opts Options) (*FSM, error) {
 	}
 	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{},
 		quotas: map[string]*clientQuota{}, scram: map[string]map[ScramMechanism]ScramCredential{},
-		acls: map[ACL]struct{}{}}
+		acls: map[ACL]struct{}{},
+		txns: map[string]*txn{}, txnByPID: map[int64]string{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -241,7 +246,7 @@ func (f *FSM) addPartitionsLocked(t *Topic, count int32) error {
 		if err != nil {
 			return err
 		}
-		t.Partitions = append(t.Partitions, &Partition{Index: i, Log: l, dir: dir, producers: map[int64]*producerState{}})
+		t.Partitions = append(t.Partitions, &Partition{Index: i, Log: l, dir: dir, producers: map[int64]*producerState{}, ongoing: map[int64]int64{}})
 	}
 	return nil
 }
@@ -331,6 +336,7 @@ func (f *FSM) applyTrimLog(c *TrimLog) any {
 	if err := p.Log.TrimTo(c.Start); err != nil {
 		return ioFailure(fmt.Sprintf("trim %s/%d", c.Topic, c.Partition), err)
 	}
+	p.pruneAborted(p.Log.Start())
 	return &CodeResult{}
 }
 

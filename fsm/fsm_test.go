@@ -51,7 +51,7 @@ func commandLog(seed uint64, n int) [][]byte {
 		}
 		now += int64(r.IntN(1000))
 		t := topics[r.IntN(len(topics))]
-		switch k := r.IntN(20); {
+		switch k := r.IntN(22); {
 		case k == 0:
 			var id [16]byte
 			binary.BigEndian.PutUint64(id[:], uint64(i+1)) // unique, as random ids are
@@ -70,9 +70,11 @@ func commandLog(seed uint64, n int) [][]byte {
 			log = append(log, Encode(randomAlterTopicConfigs(r, t)))
 		case k == 7:
 			log = append(log, Encode(randomAlterClientQuotas(r)))
-		case k == 8:
+		case k == 8, k == 9, k == 10, k == 11:
+			log = append(log, randomTxnCommand(r, k, t, now))
+		case k == 12:
 			log = append(log, Encode(&CreateACLs{ACLs: []ACL{randomACL(r), randomACL(r)}}))
-		case k == 9:
+		case k == 13:
 			log = append(log, Encode(&DeleteACLs{ACLs: []ACL{randomACL(r)}}))
 		default:
 			part := int32(r.IntN(3))
@@ -91,8 +93,12 @@ func commandLog(seed uint64, n int) [][]byte {
 			for j := range payload {
 				payload[j] = byte(r.IntN(256))
 			}
+			data := fakeBatch(recs, now, payload)
+			if pid >= 0 && r.IntN(2) == 0 {
+				data[batchAttributesAt+1] |= attrTransactional
+			}
 			log = append(log, EncodeAppend(&Append{NowMs: now, Batches: []Batch{{
-				Topic: t, Partition: part, Data: fakeBatch(recs, now, payload), LastOffsetDelta: recs - 1,
+				Topic: t, Partition: part, Data: data, LastOffsetDelta: recs - 1,
 				MaxTimestamp: now, ProducerID: pid, BaseSequence: seq,
 			}}}))
 			if pid >= 0 {
@@ -101,6 +107,28 @@ func commandLog(seed uint64, n int) [][]byte {
 		}
 	}
 	return log
+}
+
+// randomTxnCommand is one transaction command with random (often wrong)
+// producer ids and epochs, so that every outcome occurs.
+func randomTxnCommand(r *rand.Rand, k int, topic string, now int64) []byte {
+	p := TxnProducer{TransactionalID: []string{"x", "y"}[r.IntN(2)], ProducerID: int64(1 + r.IntN(3)), Epoch: int16(r.IntN(2)), NowMs: now}
+	switch k {
+	case 8:
+		return Encode(&InitTxnProducer{TransactionalID: p.TransactionalID, TimeoutMs: 500, NowMs: now, ExpectedID: -1, ExpectedEpoch: -1})
+	case 9:
+		if r.IntN(3) == 0 {
+			return Encode(&TxnCommitOffsets{TxnProducer: p, Group: "g", Generation: -1, MaxGroups: 5,
+				Offsets: []OffsetCommit{{Topic: topic, Partition: 0, Offset: int64(r.IntN(100)), LeaderEpoch: -1}}})
+		}
+		if r.IntN(2) == 0 {
+			return Encode(&AddTxnGroup{TxnProducer: p, Group: "g"})
+		}
+		return Encode(&AddTxnPartitions{TxnProducer: p, Partitions: []TopicPartition{{topic, int32(r.IntN(3))}}})
+	case 10:
+		return Encode(&EndTxn{TxnProducer: p, Commit: r.IntN(2) == 0})
+	}
+	return Encode(&ExpireTxn{TxnProducer: p, StartMs: now - int64(r.IntN(2000))})
 }
 
 // randomAlterTopicConfigs replaces a topic's configs with a random set, in

@@ -70,6 +70,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelAcls {
 			f.encodeACLsLocked(e)
 		}
+		if l >= LevelTransactions {
+			f.encodeTxnsLocked(e)
+		}
 	}
 }
 
@@ -117,6 +120,7 @@ type meta struct {
 	quotas         map[string]*clientQuota
 	scram          map[string]map[ScramMechanism]ScramCredential
 	acls           map[ACL]struct{}
+	txns           *txnMeta
 }
 
 func decodeMeta(d *dec) *meta {
@@ -157,6 +161,9 @@ func decodeMeta(d *dec) *meta {
 		}
 		if m.level >= LevelAcls {
 			m.acls = decodeACLSet(d)
+		}
+		if m.level >= LevelTransactions {
+			m.txns = decodeTxns(d)
 		}
 	}
 	return m
@@ -361,6 +368,13 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 		f.acls = map[ACL]struct{}{}
 	}
 	f.aclVersion.Add(1)
+	f.txns, f.txnByPID = map[string]*txn{}, map[int64]string{}
+	if m.txns != nil {
+		f.txns = m.txns.txns
+	}
+	for id, t := range f.txns {
+		f.txnByPID[t.producerID] = id
+	}
 	keep := map[string]bool{}
 	for _, mt := range m.topics {
 		t := &Topic{Name: mt.name, ID: mt.id, Configs: map[string]string{}}
@@ -390,7 +404,13 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 					return err
 				}
 			}
-			t.Partitions = append(t.Partitions, &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers})
+			p := &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers, ongoing: map[int64]int64{}}
+			if m.txns != nil {
+				if pt := m.txns.parts[TopicPartition{t.Name, int32(i)}]; pt != nil {
+					p.ongoing, p.aborted = pt.ongoing, pt.aborted
+				}
+			}
+			t.Partitions = append(t.Partitions, p)
 		}
 		f.topics[t.Name] = t
 	}

@@ -48,6 +48,26 @@ type Backend interface {
 	InitProducerID(ctx context.Context) (id int64, epoch int16, err error)
 }
 
+// TransactionalBackend is a backend that stores transactions (the
+// embedded one): it knows each partition's last stable offset and its
+// aborted transactions. A backend without it has no transactions, so its
+// last stable offset is the high watermark.
+type TransactionalBackend interface {
+	// LastStableOffset is the first offset of the partition's oldest open
+	// transaction, or its high watermark when none is open.
+	LastStableOffset(topic string, partition int32) (int64, error)
+	// AbortedTransactions lists the aborted transactions with records in
+	// [from, to), oldest first.
+	AbortedTransactions(topic string, partition int32, from, to int64) []AbortedTransaction
+}
+
+// AbortedTransaction is one aborted transaction in a partition, as Fetch
+// reports it.
+type AbortedTransaction struct {
+	ProducerID  int64
+	FirstOffset int64
+}
+
 // TopicInfo describes a topic.
 type TopicInfo struct {
 	Name       string

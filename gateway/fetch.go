@@ -239,6 +239,9 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, denied m
 			r.sp.ErrorCode = ErrorCode(r.err)
 			continue
 		}
+		if s.txnBackend != nil {
+			s.stabilize(r, req.IsolationLevel == readCommitted)
+		}
 		if r.watch != nil {
 			*watches = append(*watches, partitionWatch{topic: r.topic, partition: r.rp.Partition,
 				next: max(r.rp.FetchOffset, r.res.HighWatermark), maxBytes: max(min(int(r.rp.PartitionMaxBytes), maxBytes), 1),
@@ -254,6 +257,44 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, denied m
 		}
 	}
 	return resp, total
+}
+
+// readCommitted is the isolation level that hides open and aborted
+// transactions' records.
+const readCommitted = 1
+
+// stabilize reports the partition's last stable offset and, for a
+// read_committed fetch, keeps only the batches below it and lists the
+// aborted transactions among them, which the client drops. The offset is
+// read after the records, so every batch kept is decided: committed, or
+// aborted and listed.
+func (s *Server) stabilize(r *partitionRead, committed bool) {
+	lso, err := s.txnBackend.LastStableOffset(r.topic, r.rp.Partition)
+	if err != nil {
+		return
+	}
+	r.sp.LastStableOffset = lso
+	if !committed {
+		return
+	}
+	n, end := 0, r.rp.FetchOffset
+	for data := r.res.Records; n < len(data); {
+		h, err := records.ParseHeader(data[n:])
+		if err != nil || h.BaseOffset >= lso || n+h.Size() > len(data) {
+			break
+		}
+		n += h.Size()
+		end = h.LastOffset() + 1
+	}
+	r.res.Records = r.res.Records[:n]
+	// As Kafka: the aborted transactions among the records returned.
+	aborted := s.txnBackend.AbortedTransactions(r.topic, r.rp.Partition, r.rp.FetchOffset, end)
+	r.sp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(aborted))
+	for _, a := range aborted {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		r.sp.AbortedTransactions = append(r.sp.AbortedTransactions, at)
+	}
 }
 
 // readPartitions reads every partition, up to fetchReadParallelism at once.

@@ -13,7 +13,8 @@ const (
 	coordinatorTransaction = 1
 )
 
-// handleFindCoordinator names the Raft leader, the only group coordinator,
+// handleFindCoordinator names the Raft leader, the only group and
+// transaction coordinator,
 // with the same node id and address Metadata reports for it.
 func (s *Server) handleFindCoordinator(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.FindCoordinatorRequest)
@@ -43,16 +44,16 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest, a access) kms
 			return -1, "", -1, kerr.GroupAuthorizationFailed, ""
 		case req.CoordinatorType == coordinatorTransaction && !a.allows(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key):
 			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed, ""
-		}
-		if req.CoordinatorType == coordinatorTransaction {
-			return -1, "", -1, kerr.UnsupportedVersion, "kgate does not support transactions"
-		}
-		if req.CoordinatorType != coordinatorGroup {
+		case req.CoordinatorType == coordinatorTransaction && s.txns == nil:
+			return -1, "", -1, kerr.UnsupportedVersion, "transactions need the embedded backend"
+		case req.CoordinatorType == coordinatorTransaction && key == "":
+			return -1, "", -1, kerr.InvalidRequest, "empty transactional id"
+		case req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTransaction:
 			return -1, "", -1, kerr.InvalidRequest, "unknown coordinator type"
-		}
-		if key == "" {
+		case req.CoordinatorType == coordinatorGroup && key == "":
 			return -1, "", -1, kerr.InvalidGroupID, "empty group id"
 		}
+		// The Raft leader coordinates every group and every transaction.
 		n, ok := s.cluster.ServingLeader()
 		if !ok {
 			return -1, "", -1, kerr.CoordinatorNotAvailable, "no Raft leader in contact"

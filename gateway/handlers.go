@@ -53,6 +53,15 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[42] = handler{0, 2, s.handleDeleteGroups}
 		t[47] = handler{0, 0, s.handleOffsetDelete}
 	}
+	if s.txns != nil && s.groups != nil {
+		// The versions a client sends: AddPartitionsToTxn v4+ is Kafka's
+		// broker-to-broker batch form, answered too; the KIP-890 part 2
+		// versions (implicit partition adds, EndTxn v5) are not offered.
+		t[24] = handler{0, 4, s.handleAddPartitionsToTxn}
+		t[25] = handler{0, 3, s.handleAddOffsetsToTxn}
+		t[26] = handler{0, 3, s.handleEndTxn}
+		t[28] = handler{0, 3, s.handleTxnOffsetCommit}
+	}
 	if s.cfg.SASL != nil {
 		// v0 is advertised because librdkafka requires it to see SASL at
 		// all, but refused: its unframed tokens are not supported.

@@ -12,9 +12,22 @@ func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Reply {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		// kgate has no transactions: a fatal, non-retriable answer.
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return now(resp)
+		if s.txns == nil {
+			// No transactions with this backend: a fatal, non-retriable
+			// answer the producer reports at once.
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return now(resp)
+		}
+		// To the transaction coordinator, the Raft leader, which the
+		// client found with FindCoordinator; elsewhere NOT_COORDINATOR.
+		return later(func() kmsg.Response {
+			id, epoch, code := s.txns.InitProducerID(ctx, *req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch)
+			resp.ErrorCode = fencedAs(code, req.Version, 4)
+			if code == 0 {
+				resp.ProducerID, resp.ProducerEpoch = id, epoch
+			}
+			return resp
+		})
 	}
 	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster or
 	// WRITE on some topic (KIP-679).

@@ -42,6 +42,12 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			} else {
 				sp.Offset, sp.Timestamp, sp.ErrorCode = s.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp)
+				if rp.Timestamp == latestTimestamp && req.IsolationLevel == readCommitted && sp.ErrorCode == 0 && s.txnBackend != nil {
+					// read_committed reads up to the last stable offset.
+					if lso, err := s.txnBackend.LastStableOffset(rt.Topic, rp.Partition); err == nil {
+						sp.Offset = lso
+					}
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

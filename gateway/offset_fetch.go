@@ -29,7 +29,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 				}
 			}
 			var parts []offsetAnswer
-			parts, rg.ErrorCode = s.fetchOffsets(g.Group, topics, a)
+			parts, rg.ErrorCode = s.fetchOffsets(g.Group, topics, a, req.RequireStable)
 			for _, t := range groupByTopic(parts) {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.topic
@@ -51,7 +51,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, r *Request) Reply {
 			topics = append(topics, topicRequest{t.Topic, t.Partitions})
 		}
 	}
-	parts, code := s.fetchOffsets(req.Group, topics, a)
+	parts, code := s.fetchOffsets(req.Group, topics, a, req.RequireStable)
 	resp.ErrorCode = code
 	for _, t := range groupByTopic(parts) {
 		rt := kmsg.NewOffsetFetchResponseTopic()
@@ -87,16 +87,26 @@ type offsetAnswer struct {
 // committed one). Partitions with no commit get offset -1, as in Kafka.
 // A client that may not describe the group gets GROUP_AUTHORIZATION_FAILED;
 // topics it may not describe are left out of "every" and answered
-// TOPIC_AUTHORIZATION_FAILED when named.
-func (s *Server) fetchOffsets(group string, topics []topicRequest, acc access) ([]offsetAnswer, int16) {
+// TOPIC_AUTHORIZATION_FAILED when named. With stable (KIP-447's
+// require_stable), a partition whose offset waits in an ongoing
+// transaction gets UNSTABLE_OFFSET_COMMIT, retriable.
+func (s *Server) fetchOffsets(group string, topics []topicRequest, acc access, stable bool) ([]offsetAnswer, int16) {
 	if !acc.allows(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, group) {
 		return nil, kerr.GroupAuthorizationFailed.Code
 	}
 	offs, code := s.groups.FetchOffsets(group)
+	var pending map[fsm.TopicPartition]bool
+	if stable && s.txns != nil && code == 0 {
+		pending = s.txns.PendingOffsets(group)
+	}
 	var out []offsetAnswer
 	answer := func(tp fsm.TopicPartition) offsetAnswer {
 		empty := ""
 		a := offsetAnswer{topic: tp.Topic, partition: tp.Partition, offset: -1, epoch: -1, metadata: &empty, code: code}
+		if pending[tp] {
+			a.code = kerr.UnstableOffsetCommit.Code
+			return a
+		}
 		if o, ok := offs[tp]; ok && code == 0 {
 			md := o.Metadata
 			a.offset, a.epoch, a.metadata = o.Offset, o.LeaderEpoch, &md

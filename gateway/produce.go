@@ -35,7 +35,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		topLevel = kerr.UnsupportedVersion.Code // message formats v0/v1 are gone
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		topLevel = kerr.InvalidRequiredAcks.Code
-	case req.TransactionID != nil:
+	case req.TransactionID != nil && s.txns == nil:
 		topLevel = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	for ti, rt := range req.Topics {
@@ -63,7 +63,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 				}
 			}
 			if code == 0 {
-				b, err := s.checkBatch(rt.Topic, rp.Partition, rp.Records)
+				b, err := s.checkBatch(rt.Topic, rp.Partition, rp.Records, req.TransactionID != nil)
 				if err != nil {
 					code = ErrorCode(err)
 					msg := err.Error()
@@ -112,8 +112,9 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 }
 
 // checkBatch validates one partition's records as a Kafka broker does: one
-// magic-2 batch, intact, not transactional, within the size limit.
-func (s *Server) checkBatch(topic string, partition int32, data []byte) (ProduceBatch, error) {
+// magic-2 batch, intact, within the size limit, not a control batch, and
+// transactional exactly when the request names a transactional id.
+func (s *Server) checkBatch(topic string, partition int32, data []byte, transactional bool) (ProduceBatch, error) {
 	if len(data) > s.cfg.MaxMessageBytes {
 		return ProduceBatch{}, kerr.MessageTooLarge
 	}
@@ -125,8 +126,13 @@ func (s *Server) checkBatch(topic string, partition int32, data []byte) (Produce
 		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a produce request must hold exactly one record batch per partition")
 	}
 	h := hdrs[0]
-	if h.Transactional() || h.Control() {
-		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "kgate does not support transactions")
+	switch {
+	case h.Control():
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "clients may not write control batches")
+	case h.Transactional() && !transactional:
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a transactional batch needs the request's transactional id")
+	case h.Transactional() && h.ProducerID < 0:
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a transactional batch needs a producer id")
 	}
 	return ProduceBatch{
 		Topic: topic, Partition: partition, Data: data,

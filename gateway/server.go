@@ -17,6 +17,7 @@ import (
 
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/coordinator/txn"
 	"github.com/kgate/kgate/gateway/authz"
 )
 
@@ -35,6 +36,10 @@ type Config struct {
 	DefaultPartitions int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
 	Groups *coordinator.Coordinator
+	// Transactions serves the transaction APIs (with the embedded backend,
+	// which stores transaction markers); without it a transactional
+	// producer is refused.
+	Transactions *txn.Coordinator
 	// Quotas keeps client quotas; nil uses the backend's if it has them,
 	// and without any the quota APIs are not offered.
 	Quotas QuotaStore
@@ -140,14 +145,17 @@ type Cluster interface {
 
 // Server is the Kafka listener.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	backend  Backend
-	cluster  Cluster
-	groups   *coordinator.Coordinator
-	quotas   QuotaStore
-	throttle throttler
-	handlers map[int16]handler
+	cfg     Config
+	log     *slog.Logger
+	backend Backend
+	cluster Cluster
+	groups  *coordinator.Coordinator
+	txns    *txn.Coordinator
+	// txnBackend is the backend's transaction view, nil when it has none.
+	txnBackend TransactionalBackend
+	quotas     QuotaStore
+	throttle   throttler
+	handlers   map[int16]handler
 
 	// alterMu serializes topic config changes: IncrementalAlterConfigs
 	// reads a topic's configs and writes the whole new set, so two changes
@@ -171,8 +179,9 @@ func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	if len(cfg.Listeners) == 0 {
 		cfg.Listeners = []Listener{{Addr: cfg.Addr, TLS: cfg.TLS, SASL: cfg.SASL != nil}}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, quotas: cfg.Quotas,
+	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, txns: cfg.Transactions, quotas: cfg.Quotas,
 		throttle: throttler{window: cfg.QuotaWindow, now: time.Now}, conns: map[*conn]struct{}{}, metrics: newMetrics()}
+	s.txnBackend, _ = backend.(TransactionalBackend)
 	if s.quotas == nil {
 		s.quotas, _ = backend.(QuotaStore)
 	}

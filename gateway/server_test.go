@@ -27,6 +27,7 @@ import (
 
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/coordinator/txn"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/embedded"
@@ -149,6 +150,7 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 	if groups {
 		cfg.Groups = coordinator.New(coordinator.Config{InitialRebalanceDelay: time.Millisecond, Logger: log}, node, st)
 		node.RunWhileLeader("group coordinator", cfg.Groups.Lead)
+		cfg.Transactions = txn.New(txn.Config{MaxTimeout: time.Minute, Logger: log}, node, st)
 	}
 	srv := gateway.New(cfg, backend, node)
 	if err := srv.Listen(); err != nil {
@@ -1356,6 +1358,8 @@ func TestIdempotentProducerDeduplicates(t *testing.T) {
 	}
 }
 
+// Without a transaction coordinator (the Iggy backend) a transactional
+// producer is refused with a fatal error.
 func TestInitProducerIDTransactionalRefused(t *testing.T) {
 	n := startNode(t, nil)
 	c := dialRaw(t, n.addr)

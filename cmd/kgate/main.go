@@ -21,6 +21,7 @@ import (
 
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/coordinator/txn"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/admin"
@@ -170,6 +171,11 @@ func serve(ctx context.Context, cfg *config) error {
 		MaxMetadataBytes:      cfg.MaxMemberMetadata,
 		Logger:                log,
 	}, node, state)
+	var txns *txn.Coordinator
+	if cfg.Backend == "embedded" { // markers are written into kgate's own log
+		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, MaxGroups: cfg.MaxGroups, Logger: log},
+			node, state)
+	}
 	gcfg := gateway.Config{
 		Addr:              cfg.KafkaAddr,
 		MaxFrameBytes:     int32(cfg.MaxFrameBytes),
@@ -179,6 +185,7 @@ func serve(ctx context.Context, cfg *config) error {
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: int32(cfg.DefaultPartitions),
 		Groups:            groups,
+		Transactions:      txns,
 		Quotas:            local, // replicated in the FSM with either backend
 		Credentials:       local,
 		ACLs:              local,
@@ -219,6 +226,9 @@ func serve(ctx context.Context, cfg *config) error {
 	// each election's Barrier, stopped and waited for when leadership goes.
 	node.RunWhileLeader("group coordinator", groups.Lead)
 	node.RunWhileLeader("offset expiry", groups.ExpireOffsets)
+	if txns != nil {
+		node.RunWhileLeader("transaction expiry", txns.ExpireTransactions)
+	}
 	if cfg.Backend == "embedded" { // Iggy applies its own message expiry
 		node.RunWhileLeader("retention", func(ctx context.Context) error {
 			local.RunRetention(ctx, cfg.RetentionCheck)

@@ -1,0 +1,246 @@
+// Package txn is kgate's Kafka transaction coordinator (KIP-98). Like the
+// group coordinator it runs on the Raft leader: it checks what needs no
+// state (limits, timeouts), turns every transaction request into an fsm
+// command and proposes it, and, as a leader service, aborts transactions
+// that outlive their timeout. All transaction state is in the FSM, so a new
+// leader resumes every transaction where the old one left it.
+package txn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/fsm"
+)
+
+// Config holds the coordinator's limits.
+type Config struct {
+	// MaxTimeout caps transaction.timeout.ms (Kafka's
+	// transaction.max.timeout.ms, 15 minutes by default).
+	MaxTimeout time.Duration
+	// ExpiryCheck is how often the leader looks for expired transactions
+	// (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	ExpiryCheck time.Duration
+	// MaxGroups bounds the groups a TxnOffsetCommit may create.
+	MaxGroups int
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Raft is what the coordinator needs of the local Raft node.
+type Raft interface {
+	IsLeader() bool   // leads and has applied the whole log
+	RaftLeader() bool // Raft says leader, maybe still catching up
+	Propose(ctx context.Context, data []byte, force bool) (any, error)
+}
+
+// Coordinator serves the transaction APIs.
+type Coordinator struct {
+	cfg  Config
+	log  *slog.Logger
+	raft Raft
+	fsm  *fsm.FSM
+}
+
+// New makes a coordinator.
+func New(cfg Config, raft Raft, state *fsm.FSM) *Coordinator {
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = 15 * time.Minute
+	}
+	if cfg.ExpiryCheck <= 0 {
+		cfg.ExpiryCheck = 10 * time.Second
+	}
+	if cfg.MaxGroups <= 0 {
+		cfg.MaxGroups = 1000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, raft: raft, fsm: state}
+}
+
+// Status is the error a transaction request gets before any transaction
+// logic: NONE on the serving leader, COORDINATOR_LOAD_IN_PROGRESS while it
+// catches up, NOT_COORDINATOR elsewhere (the client looks the coordinator
+// up again).
+func (c *Coordinator) Status() int16 {
+	switch {
+	case c.raft.IsLeader():
+		return 0
+	case c.raft.RaftLeader():
+		return kerr.CoordinatorLoadInProgress.Code
+	default:
+		return kerr.NotCoordinator.Code
+	}
+}
+
+func (c *Coordinator) nowMs() int64 { return c.cfg.Now().UnixMilli() }
+
+// propose applies a transaction command and returns its result.
+func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) (*fsm.TxnResult, int16) {
+	if code := c.Status(); code != 0 {
+		return nil, code
+	}
+	res, err := c.raft.Propose(ctx, fsm.Encode(cmd), false)
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		return nil, kerr.NotCoordinator.Code
+	case errors.Is(err, fsm.ErrFeatureDisabled):
+		return nil, kerr.UnsupportedVersion.Code // a voter still runs an older kgate
+	case err != nil:
+		c.log.Warn("transaction proposal failed", "kind", cmd.Kind(), "err", err)
+		// Retriable for every transaction API: the client asks again (a
+		// command that did apply answers its retry the same way).
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	tr, ok := res.(*fsm.TxnResult)
+	if !ok {
+		return nil, kerr.UnknownServerError.Code
+	}
+	return tr, tr.Code
+}
+
+// InitProducerID gives a transactional id its producer id and a new epoch,
+// fencing the previous producer. expectedID and expectedEpoch are the
+// producer's current ones (KIP-360), -1 when it has none.
+func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs int32, expectedID int64, expectedEpoch int16) (int64, int16, int16) {
+	switch {
+	case id == "":
+		return -1, -1, kerr.InvalidRequest.Code
+	case timeoutMs <= 0 || time.Duration(timeoutMs)*time.Millisecond > c.cfg.MaxTimeout:
+		return -1, -1, kerr.InvalidTransactionTimeout.Code
+	}
+	r, code := c.propose(ctx, &fsm.InitTxnProducer{TransactionalID: id, TimeoutMs: timeoutMs, NowMs: c.nowMs(),
+		ExpectedID: expectedID, ExpectedEpoch: expectedEpoch})
+	if code != 0 {
+		return -1, -1, code
+	}
+	return r.ProducerID, r.Epoch, 0
+}
+
+// producer names the producer of a transaction request, stamped with
+// the leader's time.
+func (c *Coordinator) producer(id string, producerID int64, epoch int16) fsm.TxnProducer {
+	return fsm.TxnProducer{TransactionalID: id, ProducerID: producerID, Epoch: epoch, NowMs: c.nowMs()}
+}
+
+// AddPartitions adds partitions to the producer's transaction; the codes
+// are per partition, the single code for the whole request.
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []fsm.TopicPartition) ([]int16, int16) {
+	if id == "" {
+		return nil, kerr.InvalidRequest.Code
+	}
+	r, code := c.propose(ctx, &fsm.AddTxnPartitions{TxnProducer: c.producer(id, producerID, epoch), Partitions: parts})
+	if code != 0 {
+		return nil, code
+	}
+	return r.Codes, 0
+}
+
+// VerifyPartitions reports, per partition, whether it is in the producer's
+// ongoing transaction (AddPartitionsToTxn v4+ with verify_only): NONE, or
+// INVALID_TXN_STATE. It reads applied state and proposes nothing.
+func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16, parts []fsm.TopicPartition) ([]int16, int16) {
+	if code := c.Status(); code != 0 {
+		return nil, code
+	}
+	v, ok := c.fsm.Transaction(id)
+	switch {
+	case !ok || v.ProducerID != producerID:
+		return nil, fsm.ErrInvalidProducerIDMapping
+	case v.Epoch != epoch:
+		return nil, fsm.ErrProducerFenced
+	}
+	in := map[fsm.TopicPartition]bool{}
+	if v.State == fsm.TxnOngoing {
+		for _, tp := range v.Partitions {
+			in[tp] = true
+		}
+	}
+	codes := make([]int16, len(parts))
+	for i, tp := range parts {
+		if !in[tp] {
+			codes[i] = fsm.ErrInvalidTxnState
+		}
+	}
+	return codes, 0
+}
+
+// AddOffsets adds a group's offsets to the producer's transaction.
+func (c *Coordinator) AddOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string) int16 {
+	if id == "" {
+		return kerr.InvalidRequest.Code
+	}
+	_, code := c.propose(ctx, &fsm.AddTxnGroup{TxnProducer: c.producer(id, producerID, epoch), Group: group})
+	return code
+}
+
+// CommitOffsets stages offsets in the transaction: the group sees them
+// when it commits. Codes are per offset.
+func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group, member, instance string,
+	generation int32, offsets []fsm.OffsetCommit) ([]int16, int16) {
+	r, code := c.propose(ctx, &fsm.TxnCommitOffsets{TxnProducer: c.producer(id, producerID, epoch), Group: group,
+		MemberID: member, InstanceID: instance, Generation: generation, MaxGroups: int32(c.cfg.MaxGroups), Offsets: offsets})
+	if code != 0 {
+		return nil, code
+	}
+	return r.Codes, 0
+}
+
+// PendingOffsets is the set of a group's partitions whose offsets wait in
+// an ongoing transaction.
+func (c *Coordinator) PendingOffsets(group string) map[fsm.TopicPartition]bool {
+	return c.fsm.PendingTxnOffsets(group)
+}
+
+// EndTxn commits or aborts the producer's transaction.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) int16 {
+	if id == "" {
+		return kerr.InvalidRequest.Code
+	}
+	_, code := c.propose(ctx, &fsm.EndTxn{TxnProducer: c.producer(id, producerID, epoch), Commit: commit})
+	return code
+}
+
+// ExpireTransactions is the leader service that aborts every transaction
+// older than its timeout and fences its producer. The time is the leader's,
+// carried in the command; Apply aborts only a transaction that is still
+// the same one and expired by that time.
+func (c *Coordinator) ExpireTransactions(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.ExpiryCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			c.expire(ctx)
+		}
+	}
+}
+
+func (c *Coordinator) expire(ctx context.Context) {
+	now := c.nowMs()
+	for _, v := range c.fsm.Transactions() {
+		if v.State != fsm.TxnOngoing || now-v.StartMs < int64(v.TimeoutMs) {
+			continue
+		}
+		cmd := &fsm.ExpireTxn{TxnProducer: fsm.TxnProducer{TransactionalID: v.TransactionalID, ProducerID: v.ProducerID,
+			Epoch: v.Epoch, NowMs: now}, StartMs: v.StartMs}
+		if _, code := c.propose(ctx, cmd); code == 0 {
+			c.log.Info("aborted an expired transaction", "transactional_id", v.TransactionalID,
+				"producer_id", v.ProducerID, "timeout_ms", v.TimeoutMs)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,794 @@
+package fsm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Transactions (KIP-98): the transaction coordinator's state lives here, and
+// so do the partitions it writes markers to, so ending a transaction is one
+// Raft entry: the markers in every partition, the offsets committed with
+// it, and the new state, all or nothing. Kafka needs PrepareCommit and
+// PrepareAbort states because its markers go to other brokers after the
+// state is logged; here there is no moment between the two, so a
+// transaction is Empty, Ongoing, CompleteCommit or CompleteAbort.
+
+// Kafka error codes of the transaction APIs.
+const (
+	ErrInvalidTxnState           int16 = 48
+	ErrInvalidProducerIDMapping  int16 = 49
+	ErrConcurrentTransactions    int16 = 51
+	ErrOperationNotAttempted     int16 = 55
+	ErrProducerFenced            int16 = 90
+	ErrTransactionalIDNotFound   int16 = 105
+	ErrInvalidTransactionTimeout int16 = 50
+	noProducerEpoch              int16 = -1
+	noProducerID                 int64 = -1
+	exhaustedEpoch                     = math.MaxInt16 - 1
+)
+
+// TxnState is a transaction's state, named as Kafka names it.
+type TxnState uint8
+
+const (
+	TxnEmpty TxnState = iota
+	TxnOngoing
+	TxnCompleteCommit
+	TxnCompleteAbort
+)
+
+func (s TxnState) String() string {
+	switch s {
+	case TxnEmpty:
+		return "Empty"
+	case TxnOngoing:
+		return "Ongoing"
+	case TxnCompleteCommit:
+		return "CompleteCommit"
+	case TxnCompleteAbort:
+		return "CompleteAbort"
+	}
+	return fmt.Sprintf("TxnState(%d)", uint8(s))
+}
+
+// txn is one transactional id's state.
+type txn struct {
+	producerID, lastProducerID int64
+	epoch, lastEpoch           int16
+	timeoutMs                  int32
+	state                      TxnState
+	startMs, updateMs          int64
+	partitions                 []TopicPartition // sorted, unique
+	groups                     []string         // sorted, unique (AddOffsetsToTxn)
+	offsets                    map[string]map[TopicPartition]Offset
+}
+
+// TxnView is a reader's copy of one transactional id's state.
+type TxnView struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	State           TxnState
+	TimeoutMs       int32
+	StartMs         int64
+	Partitions      []TopicPartition
+	Groups          []string
+}
+
+// AbortedTxn is one aborted transaction in a partition: its producer and
+// the offsets of its first record and of its abort marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// TxnResult answers a transaction command.
+type TxnResult struct {
+	Code       int16
+	ProducerID int64
+	Epoch      int16
+	Codes      []int16 // per partition or offset, in command order
+}
+
+// InitTxnProducer is InitProducerId with a transactional id. ExpectedID and
+// ExpectedEpoch are the producer's current ones (KIP-360), -1 when it has
+// none. The coordinator has checked TimeoutMs against its limit.
+type InitTxnProducer struct {
+	TransactionalID string
+	TimeoutMs       int32
+	NowMs           int64
+	ExpectedID      int64
+	ExpectedEpoch   int16
+}
+
+func (*InitTxnProducer) Kind() Kind { return KindInitTxnProducer }
+func (c *InitTxnProducer) encode(e *enc) {
+	e.str(c.TransactionalID)
+	e.i32(c.TimeoutMs)
+	e.i64(c.NowMs)
+	e.i64(c.ExpectedID)
+	e.i16(c.ExpectedEpoch)
+}
+
+func decodeInitTxnProducer(d *dec) *InitTxnProducer {
+	return &InitTxnProducer{TransactionalID: d.str(), TimeoutMs: d.i32(), NowMs: d.i64(), ExpectedID: d.i64(), ExpectedEpoch: d.i16()}
+}
+
+// TxnProducer names the producer a transaction request comes from.
+type TxnProducer struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	NowMs           int64
+}
+
+func (p *TxnProducer) encode(e *enc) {
+	e.str(p.TransactionalID)
+	e.i64(p.ProducerID)
+	e.i16(p.Epoch)
+	e.i64(p.NowMs)
+}
+
+func decodeTxnProducer(d *dec) TxnProducer {
+	return TxnProducer{TransactionalID: d.str(), ProducerID: d.i64(), Epoch: d.i16(), NowMs: d.i64()}
+}
+
+// AddTxnPartitions adds partitions to the producer's transaction, starting
+// it if none is ongoing (AddPartitionsToTxn).
+type AddTxnPartitions struct {
+	TxnProducer
+	Partitions []TopicPartition
+}
+
+func (*AddTxnPartitions) Kind() Kind { return KindAddTxnPartitions }
+func (c *AddTxnPartitions) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	e.uvar(uint64(len(c.Partitions)))
+	for _, tp := range c.Partitions {
+		e.str(tp.Topic)
+		e.i32(tp.Partition)
+	}
+}
+
+func decodeAddTxnPartitions(d *dec) *AddTxnPartitions {
+	c := &AddTxnPartitions{TxnProducer: decodeTxnProducer(d)}
+	n := d.count(5)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Partitions = append(c.Partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
+	}
+	return c
+}
+
+// AddTxnGroup adds a consumer group's offsets to the producer's transaction
+// (AddOffsetsToTxn).
+type AddTxnGroup struct {
+	TxnProducer
+	Group string
+}
+
+func (*AddTxnGroup) Kind() Kind { return KindAddTxnGroup }
+func (c *AddTxnGroup) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	e.str(c.Group)
+}
+
+// TxnCommitOffsets stages offsets in the transaction (TxnOffsetCommit):
+// they are committed to the group when the transaction commits and dropped
+// when it aborts. Generation -1 skips the member check (a producer that
+// does not consume in the group), as in Kafka.
+type TxnCommitOffsets struct {
+	TxnProducer
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	MaxGroups  int32
+	Offsets    []OffsetCommit
+}
+
+func (*TxnCommitOffsets) Kind() Kind { return KindTxnCommitOffsets }
+func (c *TxnCommitOffsets) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	e.str(c.Group)
+	e.str(c.MemberID)
+	e.str(c.InstanceID)
+	e.i32(c.Generation)
+	e.i32(c.MaxGroups)
+	e.uvar(uint64(len(c.Offsets)))
+	for _, o := range c.Offsets {
+		e.str(o.Topic)
+		e.i32(o.Partition)
+		e.i64(o.Offset)
+		e.i32(o.LeaderEpoch)
+		e.str(o.Metadata)
+	}
+}
+
+func decodeTxnCommitOffsets(d *dec) *TxnCommitOffsets {
+	c := &TxnCommitOffsets{TxnProducer: decodeTxnProducer(d), Group: d.str(), MemberID: d.str(), InstanceID: d.str(),
+		Generation: d.i32(), MaxGroups: d.i32()}
+	n := d.count(18)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Offsets = append(c.Offsets, OffsetCommit{Topic: d.str(), Partition: d.i32(), Offset: d.i64(), LeaderEpoch: d.i32(), Metadata: d.str()})
+	}
+	return c
+}
+
+// EndTxn commits or aborts the producer's transaction (EndTxn).
+type EndTxn struct {
+	TxnProducer
+	Commit bool
+}
+
+func (*EndTxn) Kind() Kind { return KindEndTxn }
+func (c *EndTxn) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	e.bool(c.Commit)
+}
+
+// ExpireTxn aborts a transaction that outlived its timeout and fences its
+// producer. The leader proposes it with its clock's time; Apply aborts
+// only if, by that time, the same transaction (producer, epoch, start) is
+// still ongoing and expired, so a late or repeated proposal does nothing.
+type ExpireTxn struct {
+	TxnProducer
+	StartMs int64
+}
+
+func (*ExpireTxn) Kind() Kind { return KindExpireTxn }
+func (c *ExpireTxn) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	e.i64(c.StartMs)
+}
+
+func epochExhausted(e int16) bool { return e >= exhaustedEpoch }
+
+func (f *FSM) allocProducerIDLocked() int64 {
+	id := f.nextProducerID
+	f.nextProducerID++
+	return id
+}
+
+func (f *FSM) applyInitTxnProducer(c *InitTxnProducer) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.txns[c.TransactionalID]
+	if t == nil {
+		t = &txn{producerID: f.allocProducerIDLocked(), lastProducerID: noProducerID, epoch: noProducerEpoch,
+			lastEpoch: noProducerEpoch, timeoutMs: c.TimeoutMs, updateMs: c.NowMs}
+		f.txns[c.TransactionalID] = t
+		f.txnByPID[t.producerID] = c.TransactionalID
+	}
+	expected := c.ExpectedID != noProducerID
+	// Kafka's rule: a producer that names its id and epoch is fenced unless
+	// the id is the current one, or the previous one with its epoch
+	// exhausted (a retry after a rotation it did not hear of).
+	if expected && t.epoch != noProducerEpoch && c.ExpectedID != t.producerID &&
+		!(c.ExpectedID == t.lastProducerID && epochExhausted(c.ExpectedEpoch)) {
+		return &TxnResult{Code: ErrProducerFenced, ProducerID: -1, Epoch: -1}
+	}
+	if t.state == TxnOngoing {
+		// Fence the current producer and abort its transaction; the caller
+		// retries (CONCURRENT_TRANSACTIONS) and gets the epoch after that.
+		fenced := t.epoch
+		if !epochExhausted(fenced) {
+			fenced++
+		}
+		t.lastEpoch, t.epoch = t.epoch, fenced
+		if res := f.endTxnLocked(t, false, c.NowMs); res != nil {
+			return res
+		}
+		return &TxnResult{Code: ErrConcurrentTransactions, ProducerID: -1, Epoch: -1}
+	}
+	switch {
+	case epochExhausted(t.epoch) && (!expected || c.ExpectedEpoch == t.epoch):
+		delete(f.txnByPID, t.producerID)
+		t.lastProducerID, t.lastEpoch = t.producerID, t.epoch
+		t.producerID, t.epoch = f.allocProducerIDLocked(), 0
+		f.txnByPID[t.producerID] = c.TransactionalID
+	case !expected || c.ExpectedEpoch == t.epoch || t.epoch == noProducerEpoch:
+		t.lastEpoch = t.epoch
+		t.epoch++
+	case c.ExpectedEpoch == t.lastEpoch:
+		// A retry of the bump that the producer did not hear of.
+	default:
+		return &TxnResult{Code: ErrProducerFenced, ProducerID: -1, Epoch: -1}
+	}
+	t.timeoutMs, t.state, t.updateMs = c.TimeoutMs, TxnEmpty, c.NowMs
+	t.partitions, t.groups, t.offsets = nil, nil, nil
+	return &TxnResult{ProducerID: t.producerID, Epoch: t.epoch}
+}
+
+// checkProducerLocked is Kafka's check of the producer a transaction
+// request names.
+func (f *FSM) checkProducerLocked(p *TxnProducer) (*txn, int16) {
+	t := f.txns[p.TransactionalID]
+	switch {
+	case t == nil || t.producerID != p.ProducerID:
+		return nil, ErrInvalidProducerIDMapping
+	case t.epoch != p.Epoch:
+		return nil, ErrProducerFenced
+	}
+	return t, ErrNone
+}
+
+// beginLocked makes t ongoing, if it is not yet.
+func (t *txn) beginLocked(now int64) {
+	if t.state != TxnOngoing {
+		t.state, t.startMs = TxnOngoing, now
+		t.partitions, t.groups, t.offsets = nil, nil, nil
+	}
+	t.updateMs = now
+}
+
+func (f *FSM) applyAddTxnPartitions(c *AddTxnPartitions) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	// As Kafka: unknown partitions fail the request, the others are not
+	// attempted.
+	r := &TxnResult{Codes: make([]int16, len(c.Partitions))}
+	unknown := false
+	for i, tp := range c.Partitions {
+		if tt := f.topics[tp.Topic]; tt == nil || tp.Partition < 0 || int(tp.Partition) >= len(tt.Partitions) {
+			r.Codes[i], unknown = ErrUnknownTopicOrPartition, true
+		}
+	}
+	if unknown {
+		for i := range r.Codes {
+			if r.Codes[i] == ErrNone {
+				r.Codes[i] = ErrOperationNotAttempted
+			}
+		}
+		return r
+	}
+	t.beginLocked(c.NowMs)
+	for _, tp := range c.Partitions {
+		t.partitions = insertSorted(t.partitions, tp, func(a, b TopicPartition) bool {
+			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+		})
+	}
+	return r
+}
+
+func insertSorted[T comparable](s []T, v T, less func(a, b T) bool) []T {
+	i := sort.Search(len(s), func(i int) bool { return !less(s[i], v) })
+	if i < len(s) && s[i] == v {
+		return s
+	}
+	s = append(s, v)
+	copy(s[i+1:], s[i:])
+	s[i] = v
+	return s
+}
+
+func (f *FSM) applyAddTxnGroup(c *AddTxnGroup) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	t.beginLocked(c.NowMs)
+	t.groups = insertSorted(t.groups, c.Group, func(a, b string) bool { return a < b })
+	return &TxnResult{}
+}
+
+func (f *FSM) applyTxnCommitOffsets(c *TxnCommitOffsets) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	if i := sort.SearchStrings(t.groups, c.Group); t.state != TxnOngoing || i == len(t.groups) || t.groups[i] != c.Group {
+		return &TxnResult{Code: ErrInvalidTxnState} // AddOffsetsToTxn did not come first
+	}
+	g := f.groups[c.Group]
+	if c.Generation >= 0 {
+		if g == nil {
+			return &TxnResult{Code: ErrIllegalGeneration}
+		}
+		if _, code := g.checkMember(c.MemberID, c.InstanceID, c.Generation); code != ErrNone {
+			return &TxnResult{Code: code}
+		}
+	} else if g == nil {
+		if _, code := f.newGroupLocked(c.Group, c.NowMs, c.MaxGroups); code != ErrNone {
+			return &TxnResult{Code: code}
+		}
+	}
+	if t.offsets == nil {
+		t.offsets = map[string]map[TopicPartition]Offset{}
+	}
+	staged := t.offsets[c.Group]
+	if staged == nil {
+		staged = map[TopicPartition]Offset{}
+		t.offsets[c.Group] = staged
+	}
+	r := &TxnResult{Codes: make([]int16, len(c.Offsets))}
+	for i, o := range c.Offsets {
+		if len(o.Metadata) > MaxOffsetMetadata {
+			r.Codes[i] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		staged[TopicPartition{o.Topic, o.Partition}] = Offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	t.updateMs = c.NowMs
+	return r
+}
+
+func (f *FSM) applyEndTxn(c *EndTxn) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	switch t.state {
+	case TxnOngoing:
+		if res := f.endTxnLocked(t, c.Commit, c.NowMs); res != nil {
+			return res
+		}
+		return &TxnResult{}
+	case TxnCompleteCommit:
+		if c.Commit {
+			return &TxnResult{} // a retry
+		}
+	case TxnCompleteAbort:
+		if !c.Commit {
+			return &TxnResult{}
+		}
+	}
+	return &TxnResult{Code: ErrInvalidTxnState}
+}
+
+func (f *FSM) applyExpireTxn(c *ExpireTxn) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	if t.state != TxnOngoing || t.startMs != c.StartMs || c.NowMs-t.startMs < int64(t.timeoutMs) {
+		return &TxnResult{Code: ErrInvalidTxnState}
+	}
+	// Fence the producer, as Kafka does on a timeout: its next request
+	// fails and it must start over with InitProducerId.
+	t.lastEpoch = t.epoch
+	if !epochExhausted(t.epoch) {
+		t.epoch++
+	}
+	if res := f.endTxnLocked(t, false, c.NowMs); res != nil {
+		return res
+	}
+	return &TxnResult{}
+}
+
+// endTxnLocked writes a marker (with t's current epoch) into every
+// partition of the transaction, commits its staged offsets when it
+// commits, and completes it. It returns a stop error on local I/O failure.
+func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
+	marker := markerBatch(t.producerID, t.epoch, commit, now)
+	for _, tp := range t.partitions {
+		tt := f.topics[tp.Topic]
+		if tt == nil || int(tp.Partition) >= len(tt.Partitions) {
+			continue // deleted since
+		}
+		if err := tt.Partitions[tp.Partition].writeMarker(marker, t.producerID, t.epoch, commit, now); err != nil {
+			return ioFailure(fmt.Sprintf("transaction marker in %s/%d", tp.Topic, tp.Partition), err)
+		}
+	}
+	if commit {
+		groups := make([]string, 0, len(t.offsets))
+		for g := range t.offsets {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		for _, id := range groups {
+			g := f.groups[id]
+			if g == nil {
+				continue // deleted since
+			}
+			for tp, o := range t.offsets[id] {
+				o.CommitMs = now
+				g.Offsets[tp] = o
+			}
+		}
+		t.state = TxnCompleteCommit
+	} else {
+		t.state = TxnCompleteAbort
+	}
+	t.partitions, t.groups, t.offsets, t.updateMs = nil, nil, nil, now
+	return nil
+}
+
+// writeMarker appends a marker and closes the producer's transaction in
+// this partition: the last stable offset moves past it, and an abort is
+// indexed so read_committed fetches can drop its records.
+func (p *Partition) writeMarker(marker []byte, producerID int64, epoch int16, commit bool, now int64) error {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	base, err := p.Log.Append(marker, 0, now)
+	if err != nil {
+		return err
+	}
+	if first, ok := p.ongoing[producerID]; ok {
+		if !commit {
+			p.aborted = append(p.aborted, AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: base})
+		}
+		delete(p.ongoing, producerID)
+	}
+	if ps := p.producers[producerID]; ps != nil && epoch > ps.epoch {
+		// A fencing marker: the old epoch's batches are refused from now.
+		ps.epoch, ps.recent, ps.lastTs = epoch, ps.recent[:0], now
+	}
+	return nil
+}
+
+// checkTxnBatchLocked decides whether a transactional batch may be
+// written: its producer's transaction must be ongoing, at its epoch, with
+// this partition added (Kafka's KIP-890 verification). Callers hold f.mu.
+func (f *FSM) checkTxnBatchLocked(b *Batch) int16 {
+	id, ok := f.txnByPID[b.ProducerID]
+	if !ok {
+		return ErrInvalidTxnState
+	}
+	t := f.txns[id]
+	switch {
+	case b.ProducerEpoch < t.epoch:
+		return ErrInvalidProducerEpoch
+	case b.ProducerEpoch > t.epoch || t.state != TxnOngoing:
+		return ErrInvalidTxnState
+	}
+	tp := TopicPartition{Topic: b.Topic, Partition: b.Partition}
+	i := sort.Search(len(t.partitions), func(i int) bool {
+		q := t.partitions[i]
+		return q.Topic > tp.Topic || q.Topic == tp.Topic && q.Partition >= tp.Partition
+	})
+	if i == len(t.partitions) || t.partitions[i] != tp {
+		return ErrInvalidTxnState
+	}
+	return ErrNone
+}
+
+// LastStableOffset is the partition's last stable offset: the first offset
+// of its oldest open transaction, or the high watermark when none is open.
+func (p *Partition) LastStableOffset() int64 {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	lso := p.Log.Next()
+	for _, first := range p.ongoing {
+		lso = min(lso, first)
+	}
+	return lso
+}
+
+// AbortedTxns lists the aborted transactions that have records in
+// [from, to), oldest first, as Fetch reports them.
+func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	var out []AbortedTxn
+	for _, a := range p.aborted {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// pruneAborted forgets aborted transactions that ended before the log
+// start offset.
+func (p *Partition) pruneAborted(start int64) {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	n := 0
+	for _, a := range p.aborted {
+		if a.LastOffset >= start {
+			p.aborted[n] = a
+			n++
+		}
+	}
+	p.aborted = p.aborted[:n]
+}
+
+// PendingTxnOffsets is the set of a group's partitions with offsets staged
+// in an ongoing transaction (OffsetFetch with require_stable answers them
+// UNSTABLE_OFFSET_COMMIT).
+func (f *FSM) PendingTxnOffsets(group string) map[TopicPartition]bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out map[TopicPartition]bool
+	for _, t := range f.txns {
+		if t.state != TxnOngoing {
+			continue
+		}
+		for tp := range t.offsets[group] {
+			if out == nil {
+				out = map[TopicPartition]bool{}
+			}
+			out[tp] = true
+		}
+	}
+	return out
+}
+
+// Transactions lists every transactional id's state, sorted by id.
+func (f *FSM) Transactions() []TxnView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]TxnView, 0, len(f.txns))
+	for id, t := range f.txns {
+		out = append(out, t.view(id))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
+	return out
+}
+
+// Transaction returns one transactional id's state.
+func (f *FSM) Transaction(id string) (TxnView, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.txns[id]
+	if !ok {
+		return TxnView{}, false
+	}
+	return t.view(id), true
+}
+
+func (t *txn) view(id string) TxnView {
+	return TxnView{TransactionalID: id, ProducerID: t.producerID, Epoch: t.epoch, State: t.state, TimeoutMs: t.timeoutMs,
+		StartMs: t.startMs, Partitions: append([]TopicPartition(nil), t.partitions...), Groups: append([]string(nil), t.groups...)}
+}
+
+// encodeTxnsLocked writes the transactions section of a snapshot.
+func (f *FSM) encodeTxnsLocked(e *enc) {
+	ids := make([]string, 0, len(f.txns))
+	for id := range f.txns {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	e.uvar(uint64(len(ids)))
+	for _, id := range ids {
+		t := f.txns[id]
+		e.str(id)
+		e.i64(t.producerID)
+		e.i64(t.lastProducerID)
+		e.i16(t.epoch)
+		e.i16(t.lastEpoch)
+		e.i32(t.timeoutMs)
+		e.u8(uint8(t.state))
+		e.i64(t.startMs)
+		e.i64(t.updateMs)
+		e.uvar(uint64(len(t.partitions)))
+		for _, tp := range t.partitions {
+			e.str(tp.Topic)
+			e.i32(tp.Partition)
+		}
+		encodeStrings(e, t.groups)
+		groups := make([]string, 0, len(t.offsets))
+		for g := range t.offsets {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		e.uvar(uint64(len(groups)))
+		for _, g := range groups {
+			e.str(g)
+			tps := make([]TopicPartition, 0, len(t.offsets[g]))
+			for tp := range t.offsets[g] {
+				tps = append(tps, tp)
+			}
+			sort.Slice(tps, func(i, j int) bool {
+				return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
+			})
+			e.uvar(uint64(len(tps)))
+			for _, tp := range tps {
+				o := t.offsets[g][tp]
+				e.str(tp.Topic)
+				e.i32(tp.Partition)
+				e.i64(o.Offset)
+				e.i32(o.LeaderEpoch)
+				e.str(o.Metadata)
+			}
+		}
+	}
+	// Then every partition's open and aborted transactions.
+	type part struct {
+		topic string
+		p     *Partition
+	}
+	var parts []part
+	for _, t := range f.sortedTopicsLocked() {
+		for _, p := range t.Partitions {
+			if len(p.ongoing) > 0 || len(p.aborted) > 0 {
+				parts = append(parts, part{t.Name, p})
+			}
+		}
+	}
+	e.uvar(uint64(len(parts)))
+	for _, pt := range parts {
+		p := pt.p
+		e.str(pt.topic)
+		e.i32(p.Index)
+		pids := make([]int64, 0, len(p.ongoing))
+		for pid := range p.ongoing {
+			pids = append(pids, pid)
+		}
+		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+		e.uvar(uint64(len(pids)))
+		for _, pid := range pids {
+			e.i64(pid)
+			e.i64(p.ongoing[pid])
+		}
+		e.uvar(uint64(len(p.aborted)))
+		for _, a := range p.aborted {
+			e.i64(a.ProducerID)
+			e.i64(a.FirstOffset)
+			e.i64(a.LastOffset)
+		}
+	}
+}
+
+// txnMeta is the decoded transactions section.
+type txnMeta struct {
+	txns  map[string]*txn
+	parts map[TopicPartition]*partTxns
+}
+
+type partTxns struct {
+	ongoing map[int64]int64
+	aborted []AbortedTxn
+}
+
+func decodeTxns(d *dec) *txnMeta {
+	m := &txnMeta{txns: map[string]*txn{}, parts: map[TopicPartition]*partTxns{}}
+	n := d.count(40)
+	for i := 0; i < n && d.err == nil; i++ {
+		id := d.str()
+		t := &txn{producerID: d.i64(), lastProducerID: d.i64(), epoch: d.i16(), lastEpoch: d.i16(), timeoutMs: d.i32(),
+			state: TxnState(d.u8()), startMs: d.i64(), updateMs: d.i64()}
+		np := d.count(5)
+		for j := 0; j < np && d.err == nil; j++ {
+			t.partitions = append(t.partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
+		}
+		if gs := decodeStrings(d); len(gs) > 0 {
+			t.groups = gs
+		}
+		ng := d.count(2)
+		for j := 0; j < ng && d.err == nil; j++ {
+			g := d.str()
+			if t.offsets == nil {
+				t.offsets = map[string]map[TopicPartition]Offset{}
+			}
+			staged := map[TopicPartition]Offset{}
+			no := d.count(18)
+			for k := 0; k < no && d.err == nil; k++ {
+				tp := TopicPartition{Topic: d.str(), Partition: d.i32()}
+				staged[tp] = Offset{Offset: d.i64(), LeaderEpoch: d.i32(), Metadata: d.str()}
+			}
+			t.offsets[g] = staged
+		}
+		m.txns[id] = t
+	}
+	np := d.count(7)
+	for i := 0; i < np && d.err == nil; i++ {
+		tp := TopicPartition{Topic: d.str(), Partition: d.i32()}
+		pt := &partTxns{ongoing: map[int64]int64{}}
+		no := d.count(16)
+		for j := 0; j < no && d.err == nil; j++ {
+			pid := d.i64()
+			pt.ongoing[pid] = d.i64()
+		}
+		na := d.count(24)
+		for j := 0; j < na && d.err == nil; j++ {
+			pt.aborted = append(pt.aborted, AbortedTxn{ProducerID: d.i64(), FirstOffset: d.i64(), LastOffset: d.i64()})
+		}
+		m.parts[tp] = pt
+	}
+	return m
+}

@@ -1,0 +1,347 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"hash/crc32"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnHarness drives an FSM at LevelTransactions with one topic "t" of two
+// partitions.
+type txnHarness struct {
+	t   *testing.T
+	f   *FSM
+	idx uint64
+	now int64
+}
+
+func newTxnHarness(t *testing.T) *txnHarness {
+	h := &txnHarness{t: t, f: openFSM(t, t.TempDir()), now: 1_000}
+	h.apply(&SetFeatureLevel{Level: LevelTransactions})
+	h.apply(&CreateTopic{Name: "t", Partitions: 2})
+	return h
+}
+
+func (h *txnHarness) apply(c Command) any {
+	h.t.Helper()
+	h.idx++
+	var entry []byte
+	if a, ok := c.(*Append); ok {
+		entry = EncodeAppend(a)
+	} else {
+		entry = Encode(c)
+	}
+	res := h.f.Apply(h.idx, entry)
+	if he, ok := res.(*HaltError); ok {
+		h.t.Fatalf("halted: %v", he)
+	}
+	return res
+}
+
+func (h *txnHarness) txn(c Command) *TxnResult {
+	h.t.Helper()
+	return h.apply(c).(*TxnResult)
+}
+
+func (h *txnHarness) init(id string, expectedID int64, expectedEpoch int16) *TxnResult {
+	h.t.Helper()
+	return h.txn(&InitTxnProducer{TransactionalID: id, TimeoutMs: 60_000, NowMs: h.now, ExpectedID: expectedID, ExpectedEpoch: expectedEpoch})
+}
+
+func (h *txnHarness) prod(id string, r *TxnResult) TxnProducer {
+	return TxnProducer{TransactionalID: id, ProducerID: r.ProducerID, Epoch: r.Epoch, NowMs: h.now}
+}
+
+// produce writes a transactional batch of n records to t/p.
+func (h *txnHarness) produce(p int32, pid int64, epoch int16, seq, n int32) AppendResult {
+	h.t.Helper()
+	data := fakeBatch(n, h.now, nil)
+	data[batchAttributesAt+1] |= attrTransactional
+	res := h.apply(&Append{NowMs: h.now, Batches: []Batch{{Topic: "t", Partition: p, Data: data, LastOffsetDelta: n - 1,
+		MaxTimestamp: h.now, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}}})
+	return res.(*AppendResults).Results[0]
+}
+
+func TestInitTxnProducerEpochsAndFencing(t *testing.T) {
+	h := newTxnHarness(t)
+	first := h.init("tx", -1, -1)
+	if first.Code != 0 || first.ProducerID < 1 || first.Epoch != 0 {
+		t.Fatalf("first init: %+v", first)
+	}
+	second := h.init("tx", -1, -1) // a second producer with the same id
+	if second.Code != 0 || second.ProducerID != first.ProducerID || second.Epoch != 1 {
+		t.Fatalf("second init: %+v", second)
+	}
+	tps := []TopicPartition{{"t", 0}}
+	if r := h.txn(&AddTxnPartitions{TxnProducer: h.prod("tx", first), Partitions: tps}); r.Code != ErrProducerFenced {
+		t.Fatalf("zombie AddPartitions: %+v, want PRODUCER_FENCED", r)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: h.prod("tx", first), Commit: true}); r.Code != ErrProducerFenced {
+		t.Fatalf("zombie EndTxn: %+v, want PRODUCER_FENCED", r)
+	}
+	// KIP-360: a producer naming a producer id that is not this one's is fenced.
+	if r := h.init("tx", first.ProducerID+100, 0); r.Code != ErrProducerFenced {
+		t.Fatalf("init with a foreign producer id: %+v", r)
+	}
+	// Naming the current id and epoch bumps it; naming the previous epoch is
+	// a retry of that bump and gets the same answer.
+	third := h.init("tx", second.ProducerID, second.Epoch)
+	if third.Code != 0 || third.Epoch != 2 {
+		t.Fatalf("init with the current epoch: %+v", third)
+	}
+	if r := h.init("tx", second.ProducerID, second.Epoch); r.Code != 0 || r.Epoch != 2 {
+		t.Fatalf("retried init: %+v", r)
+	}
+	if r := h.init("tx", second.ProducerID, 0); r.Code != ErrProducerFenced {
+		t.Fatalf("init with an old epoch: %+v", r)
+	}
+	if other := h.init("other", -1, -1); other.ProducerID == first.ProducerID {
+		t.Fatalf("two transactional ids share producer id %d", other.ProducerID)
+	}
+}
+
+func TestTransactionCommitAndAbortMarkers(t *testing.T) {
+	h := newTxnHarness(t)
+	p := h.init("tx", -1, -1)
+	pr := h.prod("tx", p)
+	part := h.f.Partition("t", 0)
+
+	// A transactional batch needs its partition in the transaction.
+	if r := h.produce(0, p.ProducerID, p.Epoch, 0, 1); r.Code != ErrInvalidTxnState {
+		t.Fatalf("batch before AddPartitions: %+v", r)
+	}
+	bad := h.txn(&AddTxnPartitions{TxnProducer: pr, Partitions: []TopicPartition{{"t", 0}, {"nope", 0}}})
+	if bad.Code != 0 || !reflect.DeepEqual(bad.Codes, []int16{ErrOperationNotAttempted, ErrUnknownTopicOrPartition}) {
+		t.Fatalf("AddPartitions with an unknown topic: %+v", bad)
+	}
+	if r := h.txn(&AddTxnPartitions{TxnProducer: pr, Partitions: []TopicPartition{{"t", 0}, {"t", 1}}}); r.Code != 0 {
+		t.Fatalf("AddPartitions: %+v", r)
+	}
+	if r := h.produce(0, p.ProducerID, p.Epoch, 0, 3); r.Code != 0 || r.BaseOffset != 0 {
+		t.Fatalf("txn batch: %+v", r)
+	}
+	if got := part.LastStableOffset(); got != 0 {
+		t.Fatalf("LSO with an open transaction = %d, want 0", got)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: true}); r.Code != 0 {
+		t.Fatalf("commit: %+v", r)
+	}
+	// offsets 0-2 records, 3 the commit marker; partition 1 has only its marker.
+	if lso, hw := part.LastStableOffset(), part.Log.Next(); lso != 4 || hw != 4 {
+		t.Fatalf("after commit LSO %d HW %d, want 4 4", lso, hw)
+	}
+	if hw := h.f.Partition("t", 1).Log.Next(); hw != 1 {
+		t.Fatalf("partition 1 HW %d, want its marker only", hw)
+	}
+	checkMarker(t, part, 3, p.ProducerID, p.Epoch, kmsg.ControlRecordKeyTypeCommit)
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: true}); r.Code != 0 {
+		t.Fatalf("retried commit: %+v", r)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: false}); r.Code != ErrInvalidTxnState {
+		t.Fatalf("abort after commit: %+v", r)
+	}
+
+	// The next transaction aborts.
+	h.txn(&AddTxnPartitions{TxnProducer: pr, Partitions: []TopicPartition{{"t", 0}}})
+	if r := h.produce(0, p.ProducerID, p.Epoch, 3, 2); r.Code != 0 || r.BaseOffset != 4 {
+		t.Fatalf("second txn batch: %+v", r)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: false}); r.Code != 0 {
+		t.Fatalf("abort: %+v", r)
+	}
+	checkMarker(t, part, 6, p.ProducerID, p.Epoch, kmsg.ControlRecordKeyTypeAbort)
+	want := []AbortedTxn{{ProducerID: p.ProducerID, FirstOffset: 4, LastOffset: 6}}
+	if got := part.AbortedTxns(0, 7); !reflect.DeepEqual(got, want) {
+		t.Fatalf("aborted = %+v, want %+v", got, want)
+	}
+	if got := part.AbortedTxns(7, 10); len(got) != 0 {
+		t.Fatalf("aborted after it = %+v", got)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: false}); r.Code != 0 {
+		t.Fatalf("retried abort: %+v", r)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: true}); r.Code != ErrInvalidTxnState {
+		t.Fatalf("commit after abort: %+v", r)
+	}
+}
+
+// checkMarker reads the batch at offset and checks it is a valid control
+// batch with the given marker.
+func checkMarker(t *testing.T, p *Partition, offset, pid int64, epoch int16, typ kmsg.ControlRecordKeyType) {
+	t.Helper()
+	data, err := p.Log.Read(offset, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(data); err != nil {
+		t.Fatal(err)
+	}
+	if b.FirstOffset != offset || b.Attributes != attrTransactional|attrControl || b.ProducerID != pid || b.ProducerEpoch != epoch || b.NumRecords != 1 {
+		t.Fatalf("marker batch %+v", b)
+	}
+	if crc := crc32.Checksum(data[batchAttributesAt:12+b.Length], castagnoli); int32(crc) != b.CRC {
+		t.Fatalf("marker CRC %x, computed %x", b.CRC, crc)
+	}
+	recs := b.Records
+	var r kmsg.Record
+	if err := r.ReadFrom(recs); err != nil {
+		t.Fatal(err)
+	}
+	var key kmsg.ControlRecordKey
+	if err := key.ReadFrom(r.Key); err != nil || key.Type != typ {
+		t.Fatalf("marker key %+v (%v), want %v", key, err, typ)
+	}
+}
+
+func TestInitWhileOngoingAbortsAndFences(t *testing.T) {
+	h := newTxnHarness(t)
+	old := h.init("tx", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("tx", old), Partitions: []TopicPartition{{"t", 0}}})
+	h.produce(0, old.ProducerID, old.Epoch, 0, 2)
+
+	if r := h.init("tx", -1, -1); r.Code != ErrConcurrentTransactions {
+		t.Fatalf("init while ongoing: %+v, want CONCURRENT_TRANSACTIONS", r)
+	}
+	part := h.f.Partition("t", 0)
+	checkMarker(t, part, 2, old.ProducerID, old.Epoch+1, kmsg.ControlRecordKeyTypeAbort)
+	if lso := part.LastStableOffset(); lso != 3 {
+		t.Fatalf("LSO after the fencing abort = %d, want 3", lso)
+	}
+	// The old producer's next batch is refused.
+	if r := h.produce(0, old.ProducerID, old.Epoch, 2, 1); r.Code != ErrInvalidProducerEpoch {
+		t.Fatalf("zombie batch: %+v, want INVALID_PRODUCER_EPOCH", r)
+	}
+	again := h.init("tx", -1, -1)
+	if again.Code != 0 || again.Epoch != old.Epoch+2 {
+		t.Fatalf("retried init: %+v, want epoch %d", again, old.Epoch+2)
+	}
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("tx", again), Partitions: []TopicPartition{{"t", 0}}})
+	if r := h.produce(0, again.ProducerID, again.Epoch, 0, 1); r.Code != 0 || r.BaseOffset != 3 {
+		t.Fatalf("new producer's batch: %+v", r)
+	}
+}
+
+func TestTxnOffsetsVisibleOnlyOnCommit(t *testing.T) {
+	h := newTxnHarness(t)
+	p := h.init("tx", -1, -1)
+	pr := h.prod("tx", p)
+	commit := &TxnCommitOffsets{TxnProducer: pr, Group: "g", Generation: -1, MaxGroups: 10,
+		Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}}
+	if r := h.txn(commit); r.Code != ErrInvalidTxnState {
+		t.Fatalf("TxnOffsetCommit before AddOffsetsToTxn: %+v", r)
+	}
+	if r := h.txn(&AddTxnGroup{TxnProducer: pr, Group: "g"}); r.Code != 0 {
+		t.Fatalf("AddOffsetsToTxn: %+v", r)
+	}
+	if r := h.txn(commit); r.Code != 0 || !reflect.DeepEqual(r.Codes, []int16{0}) {
+		t.Fatalf("TxnOffsetCommit: %+v", r)
+	}
+	committed := func() (int64, bool) {
+		offs, _ := h.f.CommittedOffsets("g")
+		o, ok := offs[TopicPartition{"t", 0}]
+		return o.Offset, ok
+	}
+	if off, ok := committed(); ok {
+		t.Fatalf("offset %d visible before the commit", off)
+	}
+	h.txn(&EndTxn{TxnProducer: pr, Commit: true})
+	if off, ok := committed(); !ok || off != 42 {
+		t.Fatalf("after commit offset %d %v, want 42", off, ok)
+	}
+	// An aborted transaction's offsets are dropped.
+	h.txn(&AddTxnGroup{TxnProducer: pr, Group: "g"})
+	commit.Offsets[0].Offset = 99
+	h.txn(commit)
+	h.txn(&EndTxn{TxnProducer: pr, Commit: false})
+	if off, _ := committed(); off != 42 {
+		t.Fatalf("after abort offset %d, want 42", off)
+	}
+}
+
+func TestExpireTxnOnlyWhenExpired(t *testing.T) {
+	h := newTxnHarness(t)
+	p := h.init("tx", -1, -1) // timeout 60 s
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("tx", p), Partitions: []TopicPartition{{"t", 0}}})
+	start := h.now
+	h.produce(0, p.ProducerID, p.Epoch, 0, 1)
+	early := &ExpireTxn{TxnProducer: TxnProducer{TransactionalID: "tx", ProducerID: p.ProducerID, Epoch: p.Epoch, NowMs: start + 59_999}, StartMs: start}
+	if r := h.txn(early); r.Code != ErrInvalidTxnState {
+		t.Fatalf("expiry before the timeout: %+v", r)
+	}
+	wrongStart := &ExpireTxn{TxnProducer: TxnProducer{TransactionalID: "tx", ProducerID: p.ProducerID, Epoch: p.Epoch, NowMs: start + 60_000}, StartMs: start - 1}
+	if r := h.txn(wrongStart); r.Code != ErrInvalidTxnState {
+		t.Fatalf("expiry of another transaction: %+v", r)
+	}
+	due := &ExpireTxn{TxnProducer: TxnProducer{TransactionalID: "tx", ProducerID: p.ProducerID, Epoch: p.Epoch, NowMs: start + 60_000}, StartMs: start}
+	if r := h.txn(due); r.Code != 0 {
+		t.Fatalf("expiry: %+v", r)
+	}
+	if v, _ := h.f.Transaction("tx"); v.State != TxnCompleteAbort || v.Epoch != p.Epoch+1 {
+		t.Fatalf("after expiry %+v, want CompleteAbort at epoch %d", v, p.Epoch+1)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: h.prod("tx", p), Commit: true}); r.Code != ErrProducerFenced {
+		t.Fatalf("the expired producer's commit: %+v, want PRODUCER_FENCED", r)
+	}
+	if r := h.txn(due); r.Code != ErrProducerFenced {
+		t.Fatalf("repeated expiry: %+v", r)
+	}
+	if got := h.f.Partition("t", 0).AbortedTxns(0, 10); len(got) != 1 {
+		t.Fatalf("aborted = %+v", got)
+	}
+}
+
+func TestTransactionsSurviveSnapshotRestore(t *testing.T) {
+	h := newTxnHarness(t)
+	a := h.init("a", -1, -1)
+	b := h.init("b", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{{"t", 0}}})
+	h.produce(0, a.ProducerID, a.Epoch, 0, 2)
+	h.txn(&EndTxn{TxnProducer: h.prod("a", a), Commit: false})
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{{"t", 0}}})
+	h.produce(0, a.ProducerID, a.Epoch, 2, 1) // left open
+	h.txn(&AddTxnGroup{TxnProducer: h.prod("b", b), Group: "g"})
+	h.txn(&TxnCommitOffsets{TxnProducer: h.prod("b", b), Group: "g", Generation: -1, MaxGroups: 10,
+		Offsets: []OffsetCommit{{Topic: "t", Partition: 1, Offset: 7, LeaderEpoch: -1}}})
+	snap := snapshotBytes(t, h.f)
+
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
+		t.Fatal("restored state differs from the snapshot")
+	}
+	if !reflect.DeepEqual(dst.Transactions(), h.f.Transactions()) {
+		t.Fatalf("transactions %+v, want %+v", dst.Transactions(), h.f.Transactions())
+	}
+	p := dst.Partition("t", 0)
+	if lso := p.LastStableOffset(); lso != 3 {
+		t.Fatalf("restored LSO %d, want 3", lso)
+	}
+	if got := p.AbortedTxns(0, 10); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 2 {
+		t.Fatalf("restored aborted %+v", got)
+	}
+	// The restored coordinator completes the open transaction.
+	h2 := &txnHarness{t: t, f: dst, idx: h.idx, now: h.now}
+	if r := h2.txn(&EndTxn{TxnProducer: h2.prod("b", b), Commit: true}); r.Code != 0 {
+		t.Fatalf("commit after restore: %+v", r)
+	}
+	if offs, _ := dst.CommittedOffsets("g"); offs[TopicPartition{"t", 1}].Offset != 7 {
+		t.Fatalf("staged offset lost in the snapshot: %+v", offs)
+	}
+}
+
+func TestTxnCommandsNeedTheirLevel(t *testing.T) {
+	f := openFSM(t, t.TempDir())
+	f.Apply(1, Encode(&SetFeatureLevel{Level: LevelScram}))
+	_, err := f.Admit(Encode(&InitTxnProducer{TransactionalID: "tx", ExpectedID: -1, ExpectedEpoch: -1}))
+	var fe *FeatureError
+	if !errors.As(err, &fe) || fe.Need != LevelTransactions {
+		t.Fatalf("Admit below LevelTransactions: %v", err)
+	}
+}

@@ -1,0 +1,277 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Transactions on a three-node cluster: a franz-go transactional producer
+// commits and aborts interleaved transactions while the Raft leader (the
+// transaction coordinator and the leader of every partition) is killed
+// with SIGKILL. Afterwards a read_committed consumer must see exactly the
+// records of committed transactions, every one once, and none of an
+// aborted one; a transaction whose end the producer could not learn must
+// be visible whole or not at all; a read_uncommitted consumer sees every
+// record whose produce was acknowledged.
+
+const (
+	txnBeforeKill = 8 // transactions decided before the kill
+	txnAfterKill  = 8 // transactions decided after it
+	txnRecords    = 6 // records per transaction, spread over the partitions
+)
+
+// txnOutcome is what the producer learned of one transaction.
+type txnOutcome int
+
+const (
+	txnCommitted txnOutcome = iota // EndTransaction(commit) succeeded
+	txnAborted                     // never committed: aborted by the producer or fenced by its successor
+	txnUnknown                     // the commit was sent but its answer was lost
+)
+
+// txnLog is written by the test goroutine only.
+type txnLog struct {
+	outcomes map[int]txnOutcome
+	acked    map[string]bool // values whose produce was acknowledged
+}
+
+func txnValue(txn, rec int) string { return fmt.Sprintf("txn-%04d-%02d", txn, rec) }
+
+func TestClusterTransactionsLeaderKill9(t *testing.T) {
+	c := startCluster(t)
+	topic := fmt.Sprintf("cl-txn-%d", time.Now().UnixNano()%1e9)
+	createClusterTopic(t, c, topic)
+
+	log := &txnLog{outcomes: map[int]txnOutcome{}, acked: map[string]bool{}}
+	newProducer := func() *kgo.Client {
+		opts := append([]kgo.Opt{
+			kgo.SeedBrokers(c.bootstrap()...),
+			kgo.TransactionalID("cl-txn-producer"),
+			kgo.DefaultProduceTopic(topic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RecordDeliveryTimeout(30 * time.Second),
+			kgo.TransactionTimeout(20 * time.Second),
+		}, clKgoDebugOpts(t, "txn-producer")...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	cl := newProducer()
+	defer func() { cl.Close() }()
+
+	// run decides one transaction; on any failure it recovers the way an
+	// application does: a new producer with the same transactional id,
+	// whose InitProducerId fences the old one and aborts what it left open.
+	run := func(i int, commit bool) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		outcome := txnAborted
+		defer func() { log.outcomes[i] = outcome }()
+		fail := func(err error) error {
+			cl.Close()
+			cl = newProducer()
+			return err
+		}
+		if err := cl.BeginTransaction(); err != nil {
+			return fail(err)
+		}
+		for j := 0; j < txnRecords; j++ {
+			v := txnValue(i, j)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v), Partition: int32(j % clusterPartitions)}).FirstErr(); err != nil {
+				return fail(fmt.Errorf("produce %s: %w", v, err))
+			}
+			log.acked[v] = true
+		}
+		if commit {
+			outcome = txnUnknown
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			return fail(fmt.Errorf("end transaction: %w", err))
+		}
+		if commit {
+			outcome = txnCommitted
+		}
+		return nil
+	}
+
+	next := 0
+	decide := func(n int) {
+		t.Helper()
+		for done := 0; done < n; next++ {
+			if next > 10*(txnBeforeKill+txnAfterKill) {
+				t.Fatalf("the producer failed %d transactions; last outcomes %v", next-done, log.outcomes)
+			}
+			if err := run(next, next%3 != 2); err != nil {
+				t.Logf("transaction %d failed (the producer starts over): %v", next, err)
+				continue
+			}
+			done++
+		}
+	}
+	decide(txnBeforeKill)
+
+	// Kill the leader while a transaction is open: records written, the
+	// commit not yet sent.
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	open := next
+	next++
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for j := 0; j < txnRecords; j++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(txnValue(open, j)), Partition: int32(j % clusterPartitions)}).FirstErr(); err != nil {
+			t.Fatalf("produce in the open transaction: %v", err)
+		}
+		log.acked[txnValue(open, j)] = true
+	}
+	old := c.leader()
+	at := time.Now()
+	c.node(old).kill9()
+	var survivors []int32
+	for _, n := range c.running() {
+		survivors = append(survivors, n.id)
+	}
+	leader := c.waitFormed(survivors...)
+	t.Logf("leader node %d killed (SIGKILL) inside transaction %d; node %d leads %v later",
+		old, open, leader, time.Since(at).Round(time.Millisecond))
+	// The open transaction completes through the new coordinator, or (if
+	// its producer gave up) is aborted by the next producer's init.
+	log.outcomes[open] = txnUnknown
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Logf("committing the open transaction through the new leader failed (the producer starts over): %v", err)
+		cl.Close()
+		cl = newProducer()
+	} else {
+		log.outcomes[open] = txnCommitted
+		t.Logf("the open transaction committed through the new leader %v after the kill", time.Since(at).Round(time.Millisecond))
+	}
+	decide(txnAfterKill)
+
+	// A last committed transaction writes "end" to every partition: a
+	// read_committed consumer that has read it has read everything before.
+	for {
+		if err := func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := cl.BeginTransaction(); err != nil {
+				return err
+			}
+			for p := 0; p < clusterPartitions; p++ {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("end"), Partition: int32(p)}).FirstErr(); err != nil {
+					return err
+				}
+			}
+			return cl.EndTransaction(ctx, kgo.TryCommit)
+		}(); err == nil {
+			break
+		} else if next++; next > 20*(txnBeforeKill+txnAfterKill) {
+			t.Fatalf("the end transaction never committed: %v", err)
+		}
+		cl.Close()
+		cl = newProducer()
+	}
+
+	committed := readTxnValues(t, c, topic, "read_committed", kgo.ReadCommitted())
+	uncommitted := readTxnValues(t, c, topic, "read_uncommitted", kgo.ReadUncommitted())
+	counts := map[string]int{}
+	for _, v := range committed {
+		counts[v]++
+	}
+	var problems []string
+	byTxn := map[int]int{}
+	for v, n := range counts {
+		if n > 1 {
+			problems = append(problems, fmt.Sprintf("%s read %d times", v, n))
+		}
+		var i, j int
+		fmt.Sscanf(v, "txn-%04d-%02d", &i, &j)
+		byTxn[i]++
+	}
+	tally := map[txnOutcome]int{}
+	for i, o := range log.outcomes {
+		tally[o]++
+		switch n := byTxn[i]; {
+		case o == txnCommitted && n != txnRecords:
+			problems = append(problems, fmt.Sprintf("committed transaction %d shows %d of %d records", i, n, txnRecords))
+		case o == txnAborted && n != 0:
+			problems = append(problems, fmt.Sprintf("aborted transaction %d shows %d records", i, n))
+		case o == txnUnknown && n != 0 && n != txnRecords:
+			problems = append(problems, fmt.Sprintf("transaction %d is partly visible: %d of %d records", i, n, txnRecords))
+		}
+	}
+	for i := range byTxn {
+		if _, ok := log.outcomes[i]; !ok {
+			problems = append(problems, fmt.Sprintf("transaction %d was never run but shows records", i))
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range uncommitted {
+		seen[v] = true
+	}
+	for v := range log.acked {
+		if !seen[v] {
+			problems = append(problems, fmt.Sprintf("acknowledged %s missing from read_uncommitted", v))
+		}
+	}
+	sort.Strings(problems)
+	t.Logf("%d committed, %d aborted, %d unknown transactions; read_committed %d records, read_uncommitted %d",
+		tally[txnCommitted], tally[txnAborted], tally[txnUnknown], len(committed), len(uncommitted))
+	if tally[txnAborted] == 0 || tally[txnCommitted] == 0 {
+		t.Errorf("the run did not both commit and abort (%v)", tally)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%d anomalies, e.g. %s", len(problems), firstN(problems, 20))
+	}
+}
+
+// readTxnValues reads every partition from the start at the given
+// isolation level until each has shown its "end" record, and returns the
+// other values in read order.
+func readTxnValues(t *testing.T, c *kgateCluster, topic, name string, level kgo.IsolationLevel) []string {
+	t.Helper()
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(c.bootstrap()...),
+		kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(level),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}, clKgoDebugOpts(t, "txn-reader")...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []string
+	ends := map[int32]bool{}
+	step(t, "read every partition to its end record, "+name, verifyTimeout, func(ctx context.Context) error {
+		for len(ends) < clusterPartitions {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%d of %d partitions read to their end: %w", len(ends), clusterPartitions, err)
+			}
+			fs.EachError(func(_ string, p int32, err error) {
+				if !errors.Is(err, context.Canceled) {
+					t.Logf("fetch partition %d: %v (the client retries)", p, err)
+				}
+			})
+			fs.EachRecord(func(r *kgo.Record) {
+				if string(r.Value) == "end" {
+					ends[r.Partition] = true
+					return
+				}
+				out = append(out, string(r.Value))
+			})
+		}
+		return nil
+	})
+	return out
+}
