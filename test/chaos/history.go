@@ -99,9 +99,11 @@ const (
 )
 
 // Check judges the history and returns every anomaly (none for a correct
-// run). groupDrained says whether the group was drained to the end, so
-// that every acknowledged record must have been consumed by it.
-func (h *History) Check(groupDrained bool) []Anomaly {
+// run). finalComplete says whether the final read reached the end of every
+// partition, so that every acknowledged record must be in it; groupDrained
+// whether the group committed up to the end, so that every acknowledged
+// record must have been consumed by it.
+func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []Anomaly
@@ -150,7 +152,7 @@ func (h *History) Check(groupDrained bool) []Anomaly {
 		final[pos{r.Partition, r.Offset}] = r.Value
 	}
 	for _, p := range h.Produces {
-		if p.Acked {
+		if p.Acked && finalComplete {
 			if v, ok := final[pos{p.Partition, p.Offset}]; !ok || v != p.Value {
 				add(Lost, "%q acknowledged at partition %d offset %d (%s), final read has %q", p.Value, p.Partition, p.Offset, p.At.Format("15:04:05.000"), v)
 			}

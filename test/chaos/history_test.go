@@ -47,7 +47,7 @@ func goodHistory() *History {
 
 // TestCheckerPassesACorrectHistory: a correct history has no anomaly.
 func TestCheckerPassesACorrectHistory(t *testing.T) {
-	if as := goodHistory().Check(true); len(as) != 0 {
+	if as := goodHistory().Check(true, true); len(as) != 0 {
 		t.Fatalf("anomalies in a correct history: %v", as)
 	}
 }
@@ -98,9 +98,9 @@ func TestCheckerFindsFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := goodHistory()
 			tc.spoil(h)
-			got := Summary(h.Check(true))
+			got := Summary(h.Check(true, true))
 			if got[tc.want] == 0 {
-				t.Fatalf("no %s anomaly reported; got %v", tc.want, h.Check(true))
+				t.Fatalf("no %s anomaly reported; got %v", tc.want, h.Check(true, true))
 			}
 		})
 	}
