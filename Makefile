@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench failover-bench lint deps clean
+.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench failover-bench chaos chaos-short lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -29,6 +29,7 @@ test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...
 	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
 	$(MAKE) e2e-iggy-real
+	$(MAKE) chaos-short
 	$(MAKE) fuzz
 
 # Only the Iggy tier against the double (KGATE_E2E_IGGY_DIALECT=legacy for
@@ -68,10 +69,24 @@ endif
 failover-bench: build
 	./scripts/failover-bench.sh
 
+# The fault campaign (test/chaos, docs/chaos.md): three nodes under load,
+# CHAOS_FAULTS kills, pauses and partitions from the seed CHAOS_SEED (0: a
+# new one, printed), optionally only the kinds in CHAOS_KINDS (comma-separated),
+# then the history checker. chaos-short (in make test) applies each kind once.
+CHAOS_FAULTS ?= 100
+CHAOS_SEED   ?= 0
+CHAOS_KINDS  ?=
+chaos: build
+	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)'
+
+chaos-short: build
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED)
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./test/chaos/
 
 clean:
 	rm -rf bin kgate-data

@@ -142,6 +142,10 @@ type Node struct {
 	// logClusterID is the cluster id found in the local Raft log at start,
 	// for gossip until the FSM has replayed the log (see clusterID).
 	logClusterID string
+
+	// leaderlessAt is when LeaderID first found no leader since it last
+	// found one or an election was won (unix nanos; 0: a leader is known).
+	leaderlessAt atomic.Int64
 }
 
 // Start opens the stores, starts Raft and, on a node without Raft state and
@@ -335,6 +339,9 @@ func (n *Node) watchLeaders() {
 			return
 		case o := <-n.observed:
 			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				if lo.LeaderID != "" {
+					n.leaderlessAt.Store(0) // an election was won
+				}
 				if lo.LeaderID != "" && lo.LeaderID != last {
 					if last != "" {
 						n.metrics.leaderChanges.Inc()
@@ -527,6 +534,31 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 // them into connection-refused retries instead of a clean, retriable
 // COORDINATOR_NOT_AVAILABLE / LEADER_NOT_AVAILABLE while the election runs.
 func (n *Node) LeaderID() (int32, bool) {
+	id, ok := n.leaderID()
+	if ok {
+		n.leaderlessAt.Store(0)
+	} else {
+		n.leaderlessAt.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	return id, ok
+}
+
+// LeaderlessFor is how long this node has known no leader (0 while it
+// knows one). An election ends within a few election timeouts; a node
+// that stays leaderless much longer is most likely cut off from the
+// majority, which has a leader it cannot name.
+func (n *Node) LeaderlessFor() time.Duration {
+	if _, ok := n.LeaderID(); ok {
+		return 0
+	}
+	at := n.leaderlessAt.Load()
+	if at == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, at))
+}
+
+func (n *Node) leaderID() (int32, bool) {
 	_, id := n.raft.LeaderWithID()
 	if id == "" {
 		return 0, false

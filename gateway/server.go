@@ -123,6 +123,9 @@ type Cluster interface {
 	// AwaitServingLeader is ServingLeader, waiting (bounded by ctx) while
 	// an election runs or the new leader catches up.
 	AwaitServingLeader(ctx context.Context) (cluster.NodeInfo, bool)
+	// LeaderlessFor is how long this node has known no leader (0 while
+	// it knows one).
+	LeaderlessFor() time.Duration
 	// LeaderEpoch is the partitions' leader epoch; it grows with every
 	// election.
 	LeaderEpoch() int32
@@ -389,7 +392,17 @@ func (s *Server) awaitLeader(ctx context.Context) {
 	if _, ok := s.cluster.ServingLeader(); ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
+	// The wait is counted from when the leader went, not per request: a
+	// node leaderless for longer than LeaderWait is most likely cut off
+	// from the majority, and each request parked in turn on a client's
+	// connection would hold that client here (seen in make chaos: a
+	// deposed, isolated leader kept its producers for the whole partition).
+	// Answering at once sends the client to another node.
+	wait := s.cfg.LeaderWait - s.cluster.LeaderlessFor()
+	if wait <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	s.cluster.AwaitServingLeader(ctx)
 }

@@ -1,0 +1,335 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag   = flag.Int64("seed", 0, "nemesis seed; 0 picks one from the clock (printed at start)")
+	faultsFlag = flag.Int("faults", 0, "faults to apply; 0 is the short run of make test (each kind once, short holds)")
+	kindsFlag  = flag.String("kinds", "", "comma-separated fault kinds to apply (default: all)")
+)
+
+// Fault kinds.
+const (
+	kill9           = "kill-9"             // SIGKILL, hold, restart on the same data
+	pause           = "pause"              // SIGSTOP, hold (1-20 s), SIGCONT
+	isolateLeader   = "partition-leader"   // the leader alone on one side
+	isolateFollower = "partition-minority" // a follower alone on one side
+	bridge          = "partition-bridge"   // the link leader-follower cut, the third node sees both
+)
+
+var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge}
+
+// holds is how long each kind of fault lasts, from..to.
+type holds map[string][2]time.Duration
+
+var shortHolds = holds{
+	kill9: {time.Second, 3 * time.Second}, pause: {time.Second, 4 * time.Second},
+	isolateLeader: {2 * time.Second, 4 * time.Second}, isolateFollower: {2 * time.Second, 4 * time.Second},
+	bridge: {2 * time.Second, 4 * time.Second},
+}
+
+var longHolds = holds{
+	kill9: {time.Second, 10 * time.Second}, pause: {time.Second, 20 * time.Second},
+	isolateLeader: {2 * time.Second, 15 * time.Second}, isolateFollower: {2 * time.Second, 15 * time.Second},
+	bridge: {2 * time.Second, 15 * time.Second},
+}
+
+// recoveryLimit bounds how long the cluster and the workload may take to
+// come back after a heal before the campaign calls it a failure.
+const recoveryLimit = 90 * time.Second
+
+type fault struct {
+	kind      string
+	target    int
+	other     int // the far end of a bridge's cut link
+	wasLeader bool
+	hold      time.Duration
+	// failover: from the fault to every producer and reader progressing
+	// while it holds (-1: not within the hold).
+	failover time.Duration
+	// recovery: from the heal (SIGCONT, restart, links up) to every
+	// producer and reader progressing again; formed: to every node ready
+	// and seeing every other as an alive voter.
+	recovery, formed time.Duration
+}
+
+// TestChaos runs the fault campaign against three kgate nodes: a workload
+// of idempotent producers, a consumer group and an assign() reader, a
+// nemesis of kills, pauses and partitions biased to the leader, and the
+// history checker at the end. -seed replays a schedule; -faults sets its
+// length (make chaos).
+func TestChaos(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	n := *faultsFlag
+	hs, gap := longHolds, [2]time.Duration{500 * time.Millisecond, 3 * time.Second}
+	if n == 0 {
+		n, hs, gap = len(allKinds), shortHolds, [2]time.Duration{500 * time.Millisecond, 1500 * time.Millisecond}
+	}
+	rng := rand.New(rand.NewSource(seed))
+	kinds := allKinds
+	if *kindsFlag != "" {
+		kinds = strings.Split(*kindsFlag, ",")
+		for _, k := range kinds {
+			if _, ok := longHolds[k]; !ok {
+				t.Fatalf("unknown fault kind %q (kinds: %v)", k, allKinds)
+			}
+		}
+	}
+	if *faultsFlag == 0 {
+		n = len(kinds)
+	}
+	t.Logf("chaos seed %d (replay with -seed %d), %d faults", seed, seed, n)
+	fmt.Printf("chaos seed %d\n", seed)
+	between := func(r [2]time.Duration) time.Duration {
+		return r[0] + time.Duration(rng.Int63n(int64(r[1]-r[0])+1))
+	}
+
+	c := startCluster(t, 3)
+	w := newWorkload(t, c.kafkaAddrs())
+	w.start()
+	if err := pollUntil(recoveryLimit, func() error { return w.progressed(time.Time{}) }); err != nil {
+		t.Fatalf("workload never got going: %v", err)
+	}
+
+	// The short run applies each kind once, in an order from the seed.
+	order := append([]string(nil), kinds...)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var done []fault
+	for i := range n {
+		kind := order[i%len(order)]
+		if *faultsFlag != 0 {
+			kind = kinds[rng.Intn(len(kinds))]
+		}
+		hold := between(hs[kind])
+		time.Sleep(between(gap)) // the schedule's random gap, not a synchronization
+		leader, err := c.waitFormed(recoveryLimit)
+		if err != nil {
+			t.Errorf("before fault %d: %v", i, err)
+			break
+		}
+		f := fault{kind: kind, hold: hold, failover: -1}
+		followers := []int{}
+		for _, id := range c.ids() {
+			if id != leader {
+				followers = append(followers, id)
+			}
+		}
+		pickFollower := func() int { return followers[rng.Intn(len(followers))] }
+		w.faultNow.Store(int64(i))
+		start := time.Now()
+		f.wasLeader = (kind == isolateLeader || kind == bridge) || rng.Float64() < 0.7
+		if kind == isolateFollower {
+			f.wasLeader = false
+		}
+		switch kind {
+		case kill9, pause:
+			f.target = pickFollower()
+			if f.wasLeader {
+				f.target = leader
+			}
+			if kind == kill9 {
+				c.node(f.target).kill9()
+			} else if err := c.node(f.target).pause(); err != nil {
+				t.Fatal(err)
+			}
+		case isolateLeader:
+			f.target = leader
+			c.nw.Isolate(leader, c.ids())
+		case isolateFollower:
+			f.target = pickFollower()
+			c.nw.Isolate(f.target, c.ids())
+		case bridge:
+			f.target, f.other = leader, pickFollower()
+			c.nw.Cut(f.target, f.other)
+		}
+		t.Logf("fault %d at %s: %s node %d (leader %d) for %v", i, start.Format("15:04:05.000"), kind, f.target, leader, hold.Round(time.Millisecond))
+
+		// Hold the fault, watching whether the workload goes on without the
+		// faulty node (a majority is always left).
+		var waiting, lastWaiting error
+		elected := time.Duration(-1) // until the majority side names a new leader
+		for until := start.Add(hold); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+			if f.failover < 0 {
+				if waiting = w.progressed(start); waiting == nil {
+					f.failover = time.Since(start)
+				} else {
+					lastWaiting = waiting
+				}
+			}
+			if elected < 0 && f.wasLeader {
+				if l := c.leaderBesides(f.target); l != 0 {
+					elected = time.Since(start)
+				}
+			}
+		}
+		if f.wasLeader {
+			t.Logf("fault %d: the other nodes elected a new leader after %v", i, elected.Round(time.Millisecond))
+		}
+		if f.failover < 0 {
+			t.Logf("fault %d: no failover within the hold: %v", i, waiting)
+		} else if lastWaiting != nil {
+			t.Logf("fault %d: failover after %v; last waiting for: %v", i, f.failover.Round(time.Millisecond), lastWaiting)
+		}
+
+		switch kind {
+		case kill9:
+			c.node(f.target).start()
+		case pause:
+			if err := c.node(f.target).resume(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			c.nw.Heal()
+		}
+		heal := time.Now()
+		// The workload's recovery and the cluster's (every node ready, one
+		// leader, gossip sees all alive) are timed apart: gossip may take
+		// longer to call a node alive again than clients take to move on.
+		var formed time.Duration
+		err = pollUntil(recoveryLimit, func() error {
+			if d := c.died(); d != "" {
+				return stop{errors.New(d)}
+			}
+			if f.recovery == 0 && w.progressed(heal) == nil {
+				f.recovery = time.Since(heal)
+			}
+			if formed == 0 {
+				if _, err := c.formed(); err != nil {
+					return err
+				}
+				formed = time.Since(heal)
+			}
+			if f.recovery == 0 {
+				return w.progressed(heal)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("fault %d (%s node %d): no recovery: %v", i, kind, f.target, err)
+			break
+		}
+		f.formed = formed
+		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %v)", i,
+			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), f.failover.Round(time.Millisecond))
+		done = append(done, f)
+	}
+	w.faultNow.Store(-1)
+
+	// Heal everything, stop writing, let the group finish, read it all.
+	c.nw.Heal()
+	w.stopProducers()
+	drained := w.drain(2 * recoveryLimit)
+	if drained != nil {
+		t.Errorf("group not drained: %v", drained)
+	}
+	if err := w.converged(recoveryLimit); err != nil {
+		t.Errorf("group did not converge to all %d members: %v", consumers, err)
+	}
+	final, finalErr := w.finalRead(2 * time.Minute)
+	if finalErr != nil {
+		t.Errorf("final read: %v", finalErr)
+	}
+	w.h.SetFinal(final)
+	w.cancel()
+	w.readWG.Wait()
+
+	anomalies := w.h.Check(finalErr == nil, drained == nil)
+	for i, a := range anomalies {
+		if i == 20 {
+			t.Errorf("... and %d more anomalies", len(anomalies)-20)
+			break
+		}
+		t.Errorf("anomaly %s", a)
+	}
+	report := summarize(w, done, anomalies, c.nw.Unknown())
+	t.Log("\n" + report)
+	fmt.Println(report)
+	if len(done) < n {
+		t.Errorf("only %d of %d faults completed", len(done), n)
+	}
+}
+
+// summarize is the campaign's table: per fault kind, how many, failover
+// while the fault held and recovery after the heal (p50 and max), and
+// members the group lost; then the history's totals and anomalies.
+func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-20s %5s %6s %13s %13s %13s %13s %13s %5s\n", "fault", "count", "leader",
+		"failover p50", "failover max", "recovery p50", "recovery max", "formed p50", "lost")
+	w.mu.Lock()
+	lostBy := map[string]int{}
+	for i, f := range fs {
+		lostBy[f.kind] += w.lostBy[int64(i)]
+	}
+	w.mu.Unlock()
+	for _, k := range allKinds {
+		var fo, rec, form []time.Duration
+		count, leader := 0, 0
+		for _, f := range fs {
+			if f.kind != k {
+				continue
+			}
+			count++
+			if f.wasLeader {
+				leader++
+			}
+			if f.failover >= 0 {
+				fo = append(fo, f.failover)
+			}
+			rec = append(rec, f.recovery)
+			form = append(form, f.formed)
+		}
+		if count == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%-20s %5d %6d %13s %13s %13s %13s %13s %5d\n", k, count, leader,
+			quantile(fo, 0.5), quantile(fo, 1), quantile(rec, 0.5), quantile(rec, 1), quantile(form, 0.5), lostBy[k])
+	}
+	w.h.mu.Lock()
+	acked, failed := 0, 0
+	errs := map[string]int{}
+	for _, p := range w.h.Produces {
+		if p.Acked {
+			acked++
+		} else {
+			failed++
+			errs[p.Err]++
+		}
+	}
+	reads, commits, final := len(w.h.Reads), len(w.h.Commits), len(w.h.Final)
+	w.h.mu.Unlock()
+	fmt.Fprintf(&b, "produced: %d acknowledged, %d failed; reads: %d; commit samples: %d; final read: %d records\n",
+		acked, failed, reads, commits, final)
+	for e, n := range errs {
+		fmt.Fprintf(&b, "  %d sends failed with: %s\n", n, e)
+	}
+	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d\n", w.lost.Load(), unknown)
+	fmt.Fprintf(&b, "anomalies: %d %v\n", len(anomalies), Summary(anomalies))
+	return b.String()
+}
+
+// quantile of ds (q=1 is the max); "-" for none. failover counts only the
+// faults after which the workload moved on before the heal.
+func quantile(ds []time.Duration, q float64) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[i].Round(10 * time.Millisecond).String()
+}

@@ -1,0 +1,482 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The campaign's cluster: kgate processes whose Raft and gossip peers are
+// reached only through the Network's proxies, so that the nemesis can cut
+// any link. Clients and the admin API reach the nodes directly.
+
+// nodeFlags shorten elections (as test/e2e's cluster does) and the first
+// rebalance of the group.
+var nodeFlags = []string{
+	"--raft-heartbeat-timeout", "500ms",
+	"--raft-election-timeout", "500ms",
+	"--group-initial-rebalance-delay", "1s",
+}
+
+type cluster struct {
+	t     *testing.T
+	bin   string
+	nw    *Network
+	nodes []*node // node i+1 at index i
+	dir   string  // data and logs, kept when the test fails
+	http  *http.Client
+}
+
+type node struct {
+	c                          *cluster
+	id                         int
+	kafka, raft, gossip, admin string // real listeners
+	raftProxy, gossipProxy     *Proxy
+	dataDir, logPath           string
+	args                       []string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	paused  bool
+	killing bool   // the nemesis is killing it
+	died    string // how and when it exited when nobody killed it
+}
+
+// startCluster starts n nodes and waits until they form a cluster.
+func startCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: kgateBinary(t), nw: NewNetwork(), http: &http.Client{Timeout: 2 * time.Second}}
+	dir, err := os.MkdirTemp("", "kgate-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = dir
+	used := map[string]bool{}
+	for i := 1; i <= n; i++ {
+		nd := &node{c: c, id: i, dataDir: filepath.Join(dir, fmt.Sprintf("node%d", i)),
+			logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
+		nd.kafka, nd.raft, nd.gossip, nd.admin = freeAddr(t, used), freeAddr(t, used), freeAddr(t, used), freeAddr(t, used)
+		if nd.raftProxy, err = c.nw.Listen(i, nd.raft, false); err != nil {
+			t.Fatal(err)
+		}
+		if nd.gossipProxy, err = c.nw.Listen(i, nd.gossip, true); err != nil {
+			t.Fatal(err)
+		}
+		c.nodes = append(c.nodes, nd)
+	}
+	var seeds []string
+	for _, nd := range c.nodes {
+		seeds = append(seeds, nd.gossipProxy.Addr)
+	}
+	for _, nd := range c.nodes {
+		nd.args = []string{"serve", "--node-id", strconv.Itoa(nd.id), "--data-dir", nd.dataDir,
+			"--kafka-addr", nd.kafka, "--admin-addr", nd.admin,
+			"--raft-addr", nd.raft, "--advertise-raft-addr", nd.raftProxy.Addr,
+			"--gossip-addr", nd.gossip, "--advertise-gossip-addr", nd.gossipProxy.Addr,
+			"--bootstrap-expect", strconv.Itoa(n), "--join", strings.Join(seeds, ",")}
+		nd.args = append(nd.args, nodeFlags...)
+	}
+	t.Cleanup(c.cleanup)
+	for _, nd := range c.nodes {
+		nd.start()
+	}
+	if _, err := c.waitFormed(90 * time.Second); err != nil {
+		t.Fatalf("cluster of %d not formed: %v", n, err)
+	}
+	return c
+}
+
+func (c *cluster) cleanup() {
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		cmd, paused := nd.cmd, nd.paused
+		nd.mu.Unlock()
+		if cmd != nil && nd.running() {
+			nd.mu.Lock()
+			nd.killing = true
+			nd.mu.Unlock()
+			if paused {
+				_ = cmd.Process.Signal(syscall.SIGCONT)
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-nd.exited
+		}
+	}
+	c.nw.Close()
+	if c.t.Failed() || os.Getenv("KGATE_CHAOS_LOGS") != "" {
+		for _, nd := range c.nodes {
+			c.t.Logf("node %d log (%s), last lines:\n%s", nd.id, nd.logPath, tailFile(nd.logPath, 60))
+		}
+		c.t.Logf("the nodes' data and logs are kept in %s", c.dir)
+		return
+	}
+	os.RemoveAll(c.dir)
+}
+
+func (c *cluster) ids() []int {
+	var out []int
+	for _, nd := range c.nodes {
+		out = append(out, nd.id)
+	}
+	return out
+}
+
+func (c *cluster) kafkaAddrs() []string {
+	var out []string
+	for _, nd := range c.nodes {
+		out = append(out, nd.kafka)
+	}
+	return out
+}
+
+func (c *cluster) node(id int) *node { return c.nodes[id-1] }
+
+func (nd *node) start() {
+	t := nd.c.t
+	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "=== %s chaos: %s %s\n", time.Now().Format(time.RFC3339Nano), nd.c.bin, strings.Join(nd.args, " "))
+	cmd := exec.Command(nd.c.bin, nd.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting node %d: %v", nd.id, err)
+	}
+	exited := make(chan struct{})
+	nd.mu.Lock()
+	nd.cmd, nd.exited, nd.paused, nd.killing = cmd, exited, false, false
+	nd.mu.Unlock()
+	nd.c.nw.SetProcess(nd.id, cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		nd.mu.Lock()
+		if !nd.killing {
+			nd.died = fmt.Sprintf("node %d (pid %d) exited on its own at %s: %v", nd.id, cmd.Process.Pid, time.Now().Format("15:04:05.000"), err)
+		}
+		nd.mu.Unlock()
+		close(exited)
+	}()
+}
+
+func (nd *node) running() bool {
+	nd.mu.Lock()
+	ch := nd.exited
+	nd.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill9 sends SIGKILL and waits for the process to be gone.
+func (nd *node) kill9() {
+	nd.mu.Lock()
+	cmd, ch := nd.cmd, nd.exited
+	nd.killing = true
+	nd.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-ch
+}
+
+// died says which nodes exited when nobody killed them ("" if none).
+func (c *cluster) died() string {
+	var out []string
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		if nd.died != "" {
+			out = append(out, nd.died)
+		}
+		nd.mu.Unlock()
+	}
+	return strings.Join(out, "; ")
+}
+
+// pause stops the process (SIGSTOP) and returns once the kernel reports
+// it stopped.
+func (nd *node) pause() error {
+	nd.mu.Lock()
+	cmd := nd.cmd
+	nd.paused = true
+	nd.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return pollUntil(10*time.Second, func() error {
+		if s := procState(cmd.Process.Pid); s != "T" {
+			return fmt.Errorf("node %d state %q, want T (stopped)", nd.id, s)
+		}
+		return nil
+	})
+}
+
+// resume continues a paused process and returns once it runs again.
+func (nd *node) resume() error {
+	nd.mu.Lock()
+	cmd := nd.cmd
+	nd.paused = false
+	nd.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	return pollUntil(10*time.Second, func() error {
+		if s := procState(cmd.Process.Pid); s == "T" {
+			return fmt.Errorf("node %d still stopped", nd.id)
+		}
+		return nil
+	})
+}
+
+// procState is the state letter of /proc/PID/stat (R, S, T, ...).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// clusterView is the part of GET /v1/cluster the campaign reads.
+type clusterView struct {
+	LeaderID *int32 `json:"leader_id"`
+	Nodes    []struct {
+		ID          int32  `json:"id"`
+		GossipState string `json:"gossip_state"`
+		Voter       bool   `json:"voter"`
+	} `json:"nodes"`
+}
+
+func (c *cluster) view(ctx context.Context, nd *node) (clusterView, error) {
+	var v clusterView
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.admin+"/v1/cluster", nil)
+	if err != nil {
+		return v, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("node %d /v1/cluster: %s", nd.id, resp.Status)
+	}
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+func (c *cluster) ready(ctx context.Context, nd *node) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.admin+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node %d /readyz: %s", nd.id, resp.Status)
+	}
+	return nil
+}
+
+// formed reports the leader once every node runs, is ready, names the
+// same leader, and sees every node as an alive voter.
+func (c *cluster) formed() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	leader := -1
+	for _, nd := range c.nodes {
+		if !nd.running() {
+			return 0, fmt.Errorf("node %d is not running", nd.id)
+		}
+		if err := c.ready(ctx, nd); err != nil {
+			return 0, err
+		}
+		v, err := c.view(ctx, nd)
+		if err != nil {
+			return 0, err
+		}
+		if v.LeaderID == nil {
+			return 0, fmt.Errorf("node %d names no leader", nd.id)
+		}
+		if leader >= 0 && int(*v.LeaderID) != leader {
+			return 0, fmt.Errorf("nodes disagree on the leader: %d and %d", leader, *v.LeaderID)
+		}
+		leader = int(*v.LeaderID)
+		alive := 0
+		for _, m := range v.Nodes {
+			if m.Voter && m.GossipState == "alive" {
+				alive++
+			}
+		}
+		if alive != len(c.nodes) {
+			return 0, fmt.Errorf("node %d sees %d alive voters, want %d", nd.id, alive, len(c.nodes))
+		}
+	}
+	return leader, nil
+}
+
+func (c *cluster) waitFormed(limit time.Duration) (int, error) {
+	var leader int
+	err := pollUntil(limit, func() error {
+		if d := c.died(); d != "" {
+			return stop{errors.New(d)}
+		}
+		l, err := c.formed()
+		leader = l
+		return err
+	})
+	return leader, err
+}
+
+// leader is the node that the reachable nodes name as leader and that
+// names itself, or 0 when there is none right now.
+func (c *cluster) leader() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		paused := nd.paused
+		nd.mu.Unlock()
+		if paused || !nd.running() {
+			continue
+		}
+		v, err := c.view(ctx, nd)
+		if err == nil && v.LeaderID != nil && int(*v.LeaderID) == nd.id {
+			return nd.id
+		}
+	}
+	return 0
+}
+
+// stop is an error that ends pollUntil at once.
+type stop struct{ error }
+
+// leaderBesides is a leader other than node not, as the nodes other than
+// not see it (0: none agreed yet).
+func (c *cluster) leaderBesides(not int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, nd := range c.nodes {
+		if nd.id == not || !nd.running() {
+			continue
+		}
+		v, err := c.view(ctx, nd)
+		if err != nil || v.LeaderID == nil || int(*v.LeaderID) == not || int(*v.LeaderID) != nd.id {
+			continue
+		}
+		return nd.id
+	}
+	return 0
+}
+
+// pollUntil calls f every 20 ms until it succeeds, returns a stop, or
+// limit passes.
+func pollUntil(limit time.Duration, f func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if s, ok := err.(stop); ok {
+			return s.error
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %w", limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freeAddr is a loopback address free for TCP and UDP, not in used.
+func freeAddr(t *testing.T, used map[string]bool) string {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		if !used[addr] {
+			used[addr] = true
+			return addr
+		}
+	}
+	t.Fatal("no free TCP+UDP port on 127.0.0.1")
+	return ""
+}
+
+// kgateBinary is $KGATE_BIN, or bin/kgate built from the repository.
+func kgateBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KGATE_BIN"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+	bin := filepath.Join(dir, "bin", "kgate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kgate")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -o bin/kgate ./cmd/kgate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,256 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// History is what the workload saw, and all the checker looks at: every
+// produce with its acknowledgement or error, every record a reader got,
+// every committed group offset an observer read back, and the final full
+// read. It knows nothing of kgate.
+type History struct {
+	mu       sync.Mutex
+	Produces []Produce
+	Reads    []Read
+	Commits  []CommitSample
+	Final    []Read // the final full read of every partition from its start
+}
+
+// Produce is one record a producer sent. Value is "p<producer>-<seq>",
+// unique in the whole run. Acked is false when the send ended in an error
+// (the record may or may not have been written).
+type Produce struct {
+	Value     string
+	Acked     bool
+	Err       string
+	Partition int32
+	Offset    int64
+	At        time.Time
+}
+
+// Read is one record a reader got. Reader names the reader; Epoch counts
+// the reader's assignments (a group member's offsets restart at each
+// assignment; an assign() reader has one epoch).
+type Read struct {
+	Reader    string
+	Epoch     int
+	Group     bool // read by a group member
+	Partition int32
+	Offset    int64
+	Value     string
+	At        time.Time
+}
+
+// CommitSample is a group's committed offset of a partition as an
+// observer read it back from the cluster.
+type CommitSample struct {
+	Partition int32
+	Offset    int64
+	At        time.Time
+}
+
+func (h *History) AddProduce(p Produce) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Produces = append(h.Produces, p)
+}
+
+func (h *History) AddRead(r Read) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Reads = append(h.Reads, r)
+}
+
+func (h *History) AddCommit(c CommitSample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Commits = append(h.Commits, c)
+}
+
+func (h *History) SetFinal(f []Read) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Final = f
+}
+
+// Anomaly is one violated property, with what shows it.
+type Anomaly struct {
+	Kind   string
+	Detail string
+}
+
+func (a Anomaly) String() string { return a.Kind + ": " + a.Detail }
+
+// Anomaly kinds.
+const (
+	Lost        = "lost"         // acknowledged, absent from the final read at its offset
+	Conflict    = "conflict"     // two values at one partition offset
+	Duplicate   = "duplicate"    // one value at two partition offsets
+	Reordered   = "reordered"    // a producer's acknowledged records out of its send order in a partition
+	ReadOrder   = "read-order"   // a reader's offsets of a partition not increasing
+	CommitBack  = "commit-back"  // a committed group offset moved backwards
+	NotConsumed = "not-consumed" // an acknowledged record no group member ever read
+	Phantom     = "phantom"      // a record read that no producer sent
+)
+
+// Check judges the history and returns every anomaly (none for a correct
+// run). finalComplete says whether the final read reached the end of every
+// partition, so that every acknowledged record must be in it; groupDrained
+// whether the group committed up to the end, so that every acknowledged
+// record must have been consumed by it.
+func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Anomaly
+	add := func(kind, format string, args ...any) {
+		out = append(out, Anomaly{kind, fmt.Sprintf(format, args...)})
+	}
+	type pos struct {
+		p int32
+		o int64
+	}
+	sent := map[string]bool{}
+	for _, p := range h.Produces {
+		sent[p.Value] = true
+	}
+	// One value per position, one position per value, over everything seen.
+	at := map[pos]string{}
+	where := map[string]pos{}
+	see := func(p int32, o int64, v, source string) {
+		k := pos{p, o}
+		if old, ok := at[k]; ok && old != v {
+			add(Conflict, "partition %d offset %d holds %q and %q (%s)", p, o, old, v, source)
+			return
+		}
+		at[k] = v
+		if old, ok := where[v]; ok && old != k {
+			add(Duplicate, "%q at partition %d offset %d and partition %d offset %d (%s)", v, old.p, old.o, p, o, source)
+			return
+		}
+		where[v] = k
+	}
+	for _, p := range h.Produces {
+		if p.Acked {
+			see(p.Partition, p.Offset, p.Value, "acknowledged")
+		}
+	}
+	for _, r := range h.Final {
+		see(r.Partition, r.Offset, r.Value, "final read")
+	}
+	for _, r := range h.Reads {
+		see(r.Partition, r.Offset, r.Value, "read by "+r.Reader)
+	}
+
+	// Every acknowledged record is in the final read at its offset.
+	final := map[pos]string{}
+	for _, r := range h.Final {
+		final[pos{r.Partition, r.Offset}] = r.Value
+	}
+	for _, p := range h.Produces {
+		if p.Acked && finalComplete {
+			if v, ok := final[pos{p.Partition, p.Offset}]; !ok || v != p.Value {
+				add(Lost, "%q acknowledged at partition %d offset %d (%s), final read has %q", p.Value, p.Partition, p.Offset, p.At.Format("15:04:05.000"), v)
+			}
+		}
+	}
+	for _, r := range append(append([]Read(nil), h.Final...), h.Reads...) {
+		if !sent[r.Value] {
+			add(Phantom, "%q at partition %d offset %d (read by %s)", r.Value, r.Partition, r.Offset, r.Reader)
+		}
+	}
+
+	// A producer's acknowledged records keep its send order in a partition.
+	type prodPart struct {
+		producer string
+		p        int32
+	}
+	last := map[prodPart][2]int64{} // seq, offset
+	byValue := append([]Produce(nil), h.Produces...)
+	sort.SliceStable(byValue, func(i, j int) bool {
+		pi, si := splitValue(byValue[i].Value)
+		pj, sj := splitValue(byValue[j].Value)
+		if pi != pj {
+			return pi < pj
+		}
+		return si < sj
+	})
+	for _, p := range byValue {
+		if !p.Acked {
+			continue
+		}
+		prod, seq := splitValue(p.Value)
+		k := prodPart{prod, p.Partition}
+		if l, ok := last[k]; ok && p.Offset <= l[1] {
+			add(Reordered, "producer %s: seq %d at partition %d offset %d, after seq %d at offset %d", prod, seq, p.Partition, p.Offset, l[0], l[1])
+		}
+		last[k] = [2]int64{seq, p.Offset}
+	}
+
+	// Each reader's offsets increase within an epoch; the final read too.
+	type readerPart struct {
+		reader string
+		epoch  int
+		p      int32
+	}
+	lastRead := map[readerPart]int64{}
+	for _, r := range append(append([]Read(nil), h.Reads...), h.Final...) {
+		k := readerPart{r.Reader, r.Epoch, r.Partition}
+		if l, ok := lastRead[k]; ok && r.Offset <= l {
+			add(ReadOrder, "%s (epoch %d) read partition %d offset %d after offset %d", r.Reader, r.Epoch, r.Partition, r.Offset, l)
+		}
+		lastRead[k] = r.Offset
+	}
+
+	// Committed offsets never move backwards.
+	lastCommit := map[int32]CommitSample{}
+	for _, c := range h.Commits {
+		if l, ok := lastCommit[c.Partition]; ok && c.Offset < l.Offset {
+			add(CommitBack, "partition %d committed %d at %s, then %d at %s", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"))
+		}
+		lastCommit[c.Partition] = c
+	}
+
+	if groupDrained {
+		consumed := map[string]bool{}
+		for _, r := range h.Reads {
+			if r.Group {
+				consumed[r.Value] = true
+			}
+		}
+		for _, p := range h.Produces {
+			if p.Acked && !consumed[p.Value] {
+				add(NotConsumed, "%q (partition %d offset %d)", p.Value, p.Partition, p.Offset)
+			}
+		}
+	}
+	return out
+}
+
+// Value names a producer's seq-th record.
+func Value(producer string, seq int64) string { return producer + "-" + strconv.FormatInt(seq, 10) }
+
+func splitValue(v string) (string, int64) {
+	i := strings.LastIndexByte(v, '-')
+	if i < 0 {
+		return v, -1
+	}
+	n, err := strconv.ParseInt(v[i+1:], 10, 64)
+	if err != nil {
+		return v, -1
+	}
+	return v[:i], n
+}
+
+// Summary counts anomalies by kind, for a report.
+func Summary(as []Anomaly) map[string]int {
+	m := map[string]int{}
+	for _, a := range as {
+		m[a.Kind]++
+	}
+	return m
+}

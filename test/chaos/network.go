@@ -1,0 +1,328 @@
+// Package chaos is kgate's fault campaign: a cluster of bin/kgate processes
+// under a producing and consuming workload, a nemesis that kills, pauses and
+// partitions nodes, and a checker that judges the recorded history alone
+// (see docs/chaos.md). This file is the network the nemesis cuts.
+package chaos
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Network is a set of per-node proxies standing between kgate nodes on
+// their Raft port (which also carries forwarded Kafka requests) and their
+// gossip port (TCP and UDP). Every node advertises its proxies' addresses,
+// so every byte one node sends another passes a proxy, which knows the
+// sending node and drops the link when the nemesis has cut it.
+//
+// A TCP proxy learns who dialled it from the kernel: the dialling socket's
+// port is looked up in /proc/net/tcp and its inode among the file
+// descriptors of the nodes' processes. A gossip UDP packet is known by its
+// source port, which is the sending node's own gossip port.
+type Network struct {
+	mu      sync.Mutex
+	pids    map[int]int     // process id -> node
+	udpPort map[int]int     // real gossip port -> node
+	cut     map[[2]int]bool // {from, to} -> link cut (kept symmetric)
+	conns   map[*proxyConn]bool
+	proxies []*Proxy
+
+	unknown int // connections whose sender was not found
+	wg      sync.WaitGroup
+}
+
+// NewNetwork returns a network with every link up.
+func NewNetwork() *Network {
+	return &Network{pids: map[int]int{}, udpPort: map[int]int{}, cut: map[[2]int]bool{}, conns: map[*proxyConn]bool{}}
+}
+
+// SetProcess records that node runs as process pid (after each start).
+func (nw *Network) SetProcess(node, pid int) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	for p, n := range nw.pids {
+		if n == node {
+			delete(nw.pids, p)
+		}
+	}
+	nw.pids[pid] = node
+}
+
+// Cut cuts the links between a and b both ways and closes their open
+// connections; it returns once no byte passes between them any more.
+func (nw *Network) Cut(a, b int) {
+	nw.mu.Lock()
+	nw.cut[[2]int{a, b}], nw.cut[[2]int{b, a}] = true, true
+	var drop []*proxyConn
+	for c := range nw.conns {
+		if (c.from == a && c.to == b) || (c.from == b && c.to == a) {
+			drop = append(drop, c)
+		}
+	}
+	nw.mu.Unlock()
+	for _, c := range drop {
+		c.close()
+	}
+}
+
+// Isolate cuts every link of node with the others.
+func (nw *Network) Isolate(node int, others []int) {
+	for _, o := range others {
+		if o != node {
+			nw.Cut(node, o)
+		}
+	}
+}
+
+// Heal restores every link.
+func (nw *Network) Heal() {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.cut = map[[2]int]bool{}
+}
+
+// Unknown is how many connections came from no known node (they were let
+// through; a campaign that sees many has partitions that leak).
+func (nw *Network) Unknown() int {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.unknown
+}
+
+func (nw *Network) isCut(from, to int) bool {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.cut[[2]int{from, to}]
+}
+
+// Close stops every proxy and waits for their goroutines.
+func (nw *Network) Close() {
+	nw.mu.Lock()
+	ps := nw.proxies
+	var cs []*proxyConn
+	for c := range nw.conns {
+		cs = append(cs, c)
+	}
+	nw.mu.Unlock()
+	for _, p := range ps {
+		p.ln.Close()
+		if p.udp != nil {
+			p.udp.Close()
+		}
+	}
+	for _, c := range cs {
+		c.close()
+	}
+	nw.wg.Wait()
+}
+
+// Proxy forwards one node's port (TCP, and UDP for gossip) from Addr to
+// the node's real address.
+type Proxy struct {
+	nw     *Network
+	to     int
+	target string
+	ln     net.Listener
+	udp    *net.UDPConn
+	Addr   string
+}
+
+// Listen starts a proxy for node to, whose real listener is target, on a
+// free loopback port; withUDP also forwards UDP datagrams (gossip) on the
+// same port number.
+func (nw *Network) Listen(to int, target string, withUDP bool) (*Proxy, error) {
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		p := &Proxy{nw: nw, to: to, target: target, ln: ln, Addr: ln.Addr().String()}
+		if withUDP {
+			ua, _ := net.ResolveUDPAddr("udp", p.Addr)
+			u, err := net.ListenUDP("udp", ua)
+			if err != nil {
+				ln.Close()
+				continue
+			}
+			p.udp = u
+			if tp, err := strconv.Atoi(target[strings.LastIndexByte(target, ':')+1:]); err == nil {
+				nw.mu.Lock()
+				nw.udpPort[tp] = to
+				nw.mu.Unlock()
+			}
+		}
+		nw.mu.Lock()
+		nw.proxies = append(nw.proxies, p)
+		nw.mu.Unlock()
+		nw.wg.Add(1)
+		go p.acceptLoop()
+		if p.udp != nil {
+			nw.wg.Add(1)
+			go p.udpLoop()
+		}
+		return p, nil
+	}
+	return nil, errors.New("no free TCP+UDP loopback port for a proxy")
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.nw.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.nw.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(in net.Conn) {
+	defer p.nw.wg.Done()
+	from := p.nw.sender(in)
+	if from >= 0 && p.nw.isCut(from, p.to) {
+		in.Close()
+		return
+	}
+	out, err := net.Dial("tcp", p.target)
+	if err != nil {
+		in.Close()
+		return
+	}
+	c := &proxyConn{from: from, to: p.to, in: in, out: out}
+	nw := p.nw
+	nw.mu.Lock()
+	if from >= 0 && nw.cut[[2]int{from, p.to}] { // cut while dialling
+		nw.mu.Unlock()
+		c.close()
+		return
+	}
+	nw.conns[c] = true
+	nw.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(out, in); c.close(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(in, out); c.close(); done <- struct{}{} }()
+	<-done
+	<-done
+	nw.mu.Lock()
+	delete(nw.conns, c)
+	nw.mu.Unlock()
+}
+
+func (p *Proxy) udpLoop() {
+	defer p.nw.wg.Done()
+	target, err := net.ResolveUDPAddr("udp", p.target)
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 64*1024)
+	for {
+		n, src, err := p.udp.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		p.nw.mu.Lock()
+		from, ok := p.nw.udpPort[src.Port]
+		cut := ok && p.nw.cut[[2]int{from, p.to}]
+		p.nw.mu.Unlock()
+		if cut {
+			continue
+		}
+		_, _ = p.udp.WriteToUDP(buf[:n], target)
+	}
+}
+
+type proxyConn struct {
+	from, to int
+	in, out  net.Conn
+	once     sync.Once
+}
+
+func (c *proxyConn) close() {
+	c.once.Do(func() {
+		c.in.Close()
+		c.out.Close()
+	})
+}
+
+// sender finds the node whose process holds the other end of an accepted
+// connection, or -1.
+func (nw *Network) sender(c net.Conn) int {
+	ra, ok1 := c.RemoteAddr().(*net.TCPAddr)
+	la, ok2 := c.LocalAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return -1
+	}
+	inode, err := socketInode(ra, la)
+	if err == nil {
+		nw.mu.Lock()
+		pids := make(map[int]int, len(nw.pids))
+		for p, n := range nw.pids {
+			pids[p] = n
+		}
+		nw.mu.Unlock()
+		want := fmt.Sprintf("socket:[%s]", inode)
+		for pid, node := range pids {
+			if ownsSocket(pid, want) {
+				return node
+			}
+		}
+	}
+	nw.mu.Lock()
+	nw.unknown++
+	nw.mu.Unlock()
+	return -1
+}
+
+// socketInode finds in /proc/net/tcp the inode of the socket whose local
+// address is local and whose peer is remote.
+func socketInode(local, remote *net.TCPAddr) (string, error) {
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	want := procAddr(local) + " " + procAddr(remote)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 {
+			continue
+		}
+		if fields[1]+" "+fields[2] == want {
+			return fields[9], nil
+		}
+	}
+	return "", fmt.Errorf("no socket %s in /proc/net/tcp", want)
+}
+
+// procAddr spells an IPv4 address as /proc/net/tcp does: the address as a
+// little-endian hex word, the port as big-endian hex.
+func procAddr(a *net.TCPAddr) string {
+	ip := a.IP.To4()
+	if ip == nil {
+		return ""
+	}
+	return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], a.Port)
+}
+
+func ownsSocket(pid int, want string) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && l == want {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+package chaos
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// echoServer answers every line with the same line.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip sends a line on c and reads it back; an error means the link
+// is down.
+func roundTrip(c net.Conn) error {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	_, err := bufio.NewReader(c).ReadString('\n')
+	return err
+}
+
+// TestNetworkCutAndHeal: a proxy knows the dialling process as its node,
+// passes bytes while the link is up, closes open connections and refuses
+// new ones once it is cut, and passes again after Heal; a link not cut is
+// untouched.
+func TestNetworkCutAndHeal(t *testing.T) {
+	nw := NewNetwork()
+	defer nw.Close()
+	nw.SetProcess(1, os.Getpid()) // this test dials as node 1
+	to2, err := nw.Listen(2, echoServer(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to3, err := nw.Listen(3, echoServer(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(p *Proxy) net.Conn {
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	open2, open3 := dial(to2), dial(to3)
+	if err := roundTrip(open2); err != nil {
+		t.Fatalf("link 1-2 up: %v", err)
+	}
+	if err := roundTrip(open3); err != nil {
+		t.Fatalf("link 1-3 up: %v", err)
+	}
+
+	nw.Cut(1, 2)
+	if err := roundTrip(open2); err == nil {
+		t.Fatal("an open connection on the cut link 1-2 still passes bytes")
+	}
+	if err := roundTrip(dial(to2)); err == nil {
+		t.Fatal("a new connection on the cut link 1-2 passes bytes")
+	}
+	if err := roundTrip(open3); err != nil {
+		t.Fatalf("link 1-3 was not cut: %v", err)
+	}
+
+	nw.Heal()
+	if err := roundTrip(dial(to2)); err != nil {
+		t.Fatalf("link 1-2 after heal: %v", err)
+	}
+	if n := nw.Unknown(); n != 0 {
+		t.Fatalf("%d connections from an unknown sender, want 0", n)
+	}
+}
+
+// TestNetworkUnknownSender: a connection from a process that is no node
+// passes and is counted.
+func TestNetworkUnknownSender(t *testing.T) {
+	nw := NewNetwork()
+	defer nw.Close()
+	p, err := nw.Listen(2, echoServer(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw.Cut(1, 2)
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c); err != nil {
+		t.Fatalf("unknown sender: %v", err)
+	}
+	if n := nw.Unknown(); n != 1 {
+		t.Fatalf("%d unknown senders, want 1", n)
+	}
+}

@@ -1,0 +1,354 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	topic      = "chaos"
+	group      = "chaos-group"
+	partitions = 3
+	producers  = 2
+	consumers  = 3
+	// produceEvery paces each producer (about 100 records a second each):
+	// load enough to see every fault, little enough for a 2-core machine.
+	produceEvery = 10 * time.Millisecond
+)
+
+// workload is the producers, the group members, the assign() reader and
+// the committed-offset observer, all recording into one History.
+type workload struct {
+	t     *testing.T
+	h     *History
+	seeds []string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	prodWG sync.WaitGroup // producers
+	readWG sync.WaitGroup // readers and observer
+	stopP  chan struct{}
+
+	lastAck  [producers]atomic.Int64 // unix nanos of each producer's last ack
+	lastRead [consumers + 1]atomic.Int64
+	lost     atomic.Int64 // partitions lost by group members (OnPartitionsLost)
+	faultNow atomic.Int64 // index of the fault in progress, for lostBy
+	mu       sync.Mutex
+	lostBy   map[int64]int // fault index -> members that lost partitions during it
+	members  []*kgo.Client
+}
+
+func newWorkload(t *testing.T, seeds []string) *workload {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &workload{t: t, h: &History{}, seeds: seeds, ctx: ctx, cancel: cancel,
+		stopP: make(chan struct{}), lostBy: map[int64]int{}}
+	w.faultNow.Store(-1)
+	t.Cleanup(func() {
+		w.cancel()
+		w.readWG.Wait()
+	})
+	return w
+}
+
+func (w *workload) client(opts ...kgo.Opt) *kgo.Client {
+	w.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...)}, opts...)...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return cl
+}
+
+func (w *workload) createTopic() {
+	cl := w.client()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		w.t.Fatalf("create topic: %v", err)
+	}
+}
+
+func (w *workload) start() {
+	w.createTopic()
+	for i := range producers {
+		w.prodWG.Add(1)
+		go w.produce(i)
+	}
+	for i := range consumers {
+		w.readWG.Add(1)
+		go w.consumeGroup(i)
+	}
+	w.readWG.Add(2)
+	go w.readAssigned()
+	go w.observeCommits()
+}
+
+// produce sends unique values with acks=all and idempotence (franz-go's
+// default) until stopProducers, then flushes.
+func (w *workload) produce(i int) {
+	defer w.prodWG.Done()
+	name := fmt.Sprintf("p%d", i)
+	cl := w.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	defer cl.Close()
+	tick := time.NewTicker(produceEvery)
+	defer tick.Stop()
+	for seq := int64(0); ; seq++ {
+		select {
+		case <-w.stopP:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			if err := cl.Flush(ctx); err != nil {
+				w.t.Errorf("producer %s: flush: %v", name, err)
+			}
+			cancel()
+			return
+		case <-tick.C:
+		}
+		v := Value(name, seq)
+		cl.Produce(w.ctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}, func(r *kgo.Record, err error) {
+			p := Produce{Value: v, At: time.Now()}
+			if err != nil {
+				p.Err = err.Error()
+			} else {
+				p.Acked, p.Partition, p.Offset = true, r.Partition, r.Offset
+				w.lastAck[i].Store(p.At.UnixNano())
+			}
+			w.h.AddProduce(p)
+		})
+	}
+}
+
+// consumeGroup is one group member: it polls, records, commits what it
+// polled, and only then lets a rebalance happen.
+func (w *workload) consumeGroup(i int) {
+	defer w.readWG.Done()
+	name := fmt.Sprintf("c%d", i)
+	var epoch atomic.Int64
+	newEpoch := func(context.Context, *kgo.Client, map[string][]int32) { epoch.Add(1) }
+	cl := w.client(
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(10*time.Second),
+		kgo.OnPartitionsAssigned(newEpoch), kgo.OnPartitionsRevoked(newEpoch),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			epoch.Add(1)
+			w.lost.Add(1)
+			w.mu.Lock()
+			w.lostBy[w.faultNow.Load()]++
+			w.mu.Unlock()
+		}),
+	)
+	w.mu.Lock()
+	w.members = append(w.members, cl)
+	w.mu.Unlock()
+	defer cl.Close()
+	for w.ctx.Err() == nil {
+		fs := cl.PollRecords(w.ctx, 500)
+		var rs []*kgo.Record
+		e := int(epoch.Load())
+		fs.EachRecord(func(r *kgo.Record) {
+			rs = append(rs, r)
+			w.h.AddRead(Read{Reader: name, Epoch: e, Group: true, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), At: time.Now()})
+		})
+		if len(rs) > 0 {
+			w.lastRead[i].Store(time.Now().UnixNano())
+			ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+			_ = cl.CommitRecords(ctx, rs...) // a failed commit is re-read later
+			cancel()
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// readAssigned reads every partition from its start with assign().
+func (w *workload) readAssigned() {
+	defer w.readWG.Done()
+	offs := map[int32]kgo.Offset{}
+	for p := range int32(partitions) {
+		offs[p] = kgo.NewOffset().AtStart()
+	}
+	cl := w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+	defer cl.Close()
+	for w.ctx.Err() == nil {
+		fs := cl.PollRecords(w.ctx, 1000)
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			w.h.AddRead(Read{Reader: "assign", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), At: time.Now()})
+		})
+		if n > 0 {
+			w.lastRead[consumers].Store(time.Now().UnixNano())
+		}
+	}
+}
+
+// observeCommits reads the group's committed offsets back every 200 ms.
+func (w *workload) observeCommits() {
+	defer w.readWG.Done()
+	cl := w.client()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, 3*time.Second)
+		offs, err := adm.FetchOffsets(ctx, group)
+		cancel()
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		for p := range int32(partitions) {
+			if o, ok := offs.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
+				w.h.AddCommit(CommitSample{Partition: p, Offset: o.At, At: now})
+			}
+		}
+	}
+}
+
+// progressed reports whether every producer had an ack, and every group
+// member and the assign() reader a record, after t; if not, it names who
+// has not.
+func (w *workload) progressed(t time.Time) error {
+	for i := range producers {
+		if w.lastAck[i].Load() <= t.UnixNano() {
+			return fmt.Errorf("producer p%d has no ack since %s", i, t.Format("15:04:05.000"))
+		}
+	}
+	for i := range consumers + 1 {
+		if w.lastRead[i].Load() <= t.UnixNano() {
+			name := fmt.Sprintf("group member c%d", i)
+			if i == consumers {
+				name = "assign() reader"
+			}
+			return fmt.Errorf("%s has read nothing since %s", name, t.Format("15:04:05.000"))
+		}
+	}
+	return nil
+}
+
+func (w *workload) stopProducers() {
+	close(w.stopP)
+	w.prodWG.Wait()
+}
+
+// drain waits until the group has committed, and the assign() reader
+// read, up to the end of every partition.
+func (w *workload) drain(limit time.Duration) error {
+	cl := w.client()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("end offsets: %w", err)
+	}
+	end := map[int32]int64{}
+	for p := range int32(partitions) {
+		o, ok := ends.Lookup(topic, p)
+		if !ok || o.Err != nil {
+			return fmt.Errorf("end offset of partition %d: %v", p, o.Err)
+		}
+		end[p] = o.Offset
+	}
+	return pollUntil(limit, func() error {
+		ctx, cancel := context.WithTimeout(w.ctx, 3*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return err
+		}
+		for p, e := range end {
+			o, _ := offs.Lookup(topic, p)
+			if o.At < e {
+				return fmt.Errorf("partition %d committed %d of %d", p, o.At, e)
+			}
+		}
+		return nil
+	})
+}
+
+// converged waits until the group is Stable with every member.
+func (w *workload) converged(limit time.Duration) error {
+	cl := w.client()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	return pollUntil(limit, func() error {
+		ctx, cancel := context.WithTimeout(w.ctx, 3*time.Second)
+		defer cancel()
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return err
+		}
+		g := gs[group]
+		if g.Err != nil {
+			return g.Err
+		}
+		if g.State != "Stable" || len(g.Members) != consumers {
+			return fmt.Errorf("group %s with %d members, want Stable with %d", g.State, len(g.Members), consumers)
+		}
+		return nil
+	})
+}
+
+// finalRead reads every partition from its start to its end offset with a
+// fresh client.
+func (w *workload) finalRead(limit time.Duration) ([]Read, error) {
+	cl := w.client()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(w.ctx, limit)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	offs := map[int32]kgo.Offset{}
+	left := 0
+	end := map[int32]int64{}
+	for p := range int32(partitions) {
+		o, _ := ends.Lookup(topic, p)
+		end[p] = o.Offset
+		offs[p] = kgo.NewOffset().AtStart()
+		if o.Offset > 0 {
+			left++
+		}
+	}
+	rd := w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+	defer rd.Close()
+	var out []Read
+	for left > 0 {
+		fs := rd.PollRecords(ctx, 5000)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("final read: %d partitions not read to the end within %v", left, limit)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= end[r.Partition] {
+				return
+			}
+			out = append(out, Read{Reader: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			if r.Offset == end[r.Partition]-1 {
+				left--
+			}
+		})
+	}
+	return out, nil
+}
