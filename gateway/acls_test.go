@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/kgate/kgate/cluster"
@@ -499,5 +500,104 @@ func TestMutualTLSPrincipal(t *testing.T) {
 	grant(t, ops, kadm.NewACLs().Allow("User:CN=client").Topics("tls-topic").Operations(kadm.OpWrite))
 	if err := client.ProduceSync(testCtx(t), &kgo.Record{Topic: "tls-topic", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("produce as CN=client with an ACL: %v", err)
+	}
+}
+
+// TestAuthorizationTransactions: the transaction APIs as Kafka authorizes
+// them: WRITE on the transactional id for each, READ on the group for
+// offsets, WRITE on each topic added (the others OPERATION_NOT_ATTEMPTED),
+// READ on each topic whose offsets are staged, and CLUSTER_ACTION for the
+// brokers' batched AddPartitionsToTxn; then a transactional producer with
+// those grants commits.
+func TestAuthorizationTransactions(t *testing.T) {
+	n := aclNode(t, nil)
+	admin := kadm.NewClient(userClient(t, n.addr, "admin"))
+	ctx := testCtx(t)
+	for _, topic := range []string{"orders", "secret"} {
+		if _, err := admin.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := userClient(t, n.addr, "alice")
+	issue(t, alice, kmsg.NewPtrMetadataRequest()) // learn broker 1
+	raw := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := alice.Broker(1).Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		return resp
+	}
+	endTxn := kmsg.NewPtrEndTxnRequest()
+	endTxn.TransactionalID, endTxn.ProducerID = "t1", 1
+	addOffsets := kmsg.NewPtrAddOffsetsToTxnRequest()
+	addOffsets.TransactionalID, addOffsets.Group = "t1", "billing"
+	// A client's AddPartitionsToTxn is v3 at most (Kafka 3.5's); v4 on is
+	// the brokers' batched form.
+	alice35 := userClient(t, n.addr, "alice", kgo.MaxVersions(kversion.V3_5_0()))
+	issue(t, alice35, kmsg.NewPtrMetadataRequest())
+	addParts := func(version int16, topics ...string) *kmsg.AddPartitionsToTxnResponse {
+		t.Helper()
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID = "t1"
+		for _, tp := range topics {
+			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+			rt.Topic, rt.Partitions = tp, []int32{0}
+			req.Topics = append(req.Topics, rt)
+		}
+		cl := alice35
+		if version >= 4 {
+			tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+			tx.TransactionalID, tx.VerifyOnly = "t1", true
+			req.Transactions = append(req.Transactions, tx)
+			cl = alice
+		}
+		resp, err := cl.Broker(1).Request(ctx, req)
+		if err != nil {
+			t.Fatalf("AddPartitionsToTxn: %v", err)
+		}
+		return resp.(*kmsg.AddPartitionsToTxnResponse)
+	}
+	txnCommit := func(topic string) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group = "t1", "billing"
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return raw(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+
+	code(t, raw(endTxn).(*kmsg.EndTxnResponse).ErrorCode, kerr.TransactionalIDAuthorizationFailed, "EndTxn without WRITE on t1")
+	code(t, raw(addOffsets).(*kmsg.AddOffsetsToTxnResponse).ErrorCode, kerr.TransactionalIDAuthorizationFailed, "AddOffsetsToTxn without WRITE on t1")
+	code(t, addParts(3, "orders").Topics[0].Partitions[0].ErrorCode, kerr.TransactionalIDAuthorizationFailed, "AddPartitionsToTxn without WRITE on t1")
+	code(t, txnCommit("orders"), kerr.TransactionalIDAuthorizationFailed, "TxnOffsetCommit without WRITE on t1")
+	code(t, addParts(4).ErrorCode, kerr.ClusterAuthorizationFailed, "the brokers' AddPartitionsToTxn v4 from a client")
+
+	grant(t, admin, kadm.NewACLs().Allow("User:alice").TransactionalIDs("t1").Operations(kadm.OpWrite, kadm.OpDescribe))
+	grant(t, admin, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe))
+	code(t, raw(addOffsets).(*kmsg.AddOffsetsToTxnResponse).ErrorCode, kerr.GroupAuthorizationFailed, "AddOffsetsToTxn without READ on the group")
+	code(t, txnCommit("orders"), kerr.GroupAuthorizationFailed, "TxnOffsetCommit without READ on the group")
+	ap := addParts(3, "orders", "secret")
+	for _, rt := range ap.Topics {
+		want := kerr.OperationNotAttempted
+		if rt.Topic == "secret" {
+			want = kerr.TopicAuthorizationFailed
+		}
+		code(t, rt.Partitions[0].ErrorCode, want, "AddPartitionsToTxn of "+rt.Topic+" beside a topic without WRITE")
+	}
+	grant(t, admin, kadm.NewACLs().Allow("User:alice").Groups("billing").Operations(kadm.OpRead))
+	code(t, txnCommit("secret"), kerr.TopicAuthorizationFailed, "TxnOffsetCommit of a topic without READ")
+
+	producer := userClient(t, n.addr, "alice", kgo.TransactionalID("t1"), kgo.DefaultProduceTopic("orders"))
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("paid")}).FirstErr(); err != nil {
+		t.Fatalf("transactional produce with the grants: %v", err)
+	}
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit with the grants: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/fsm"
@@ -22,6 +23,27 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, r *Request) Reply
 	}
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
+	}
+	a := s.access(r)
+	if req.Version >= 4 && !a.cluster(kmsg.ACLOperationClusterAction) {
+		// The batched form is the brokers' own (KIP-890 verification).
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return now(resp)
+	}
+	if req.Version < 4 {
+		if code, denied := deniedTxnPartitions(a, req); denied {
+			for _, t := range req.Topics {
+				rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = p, code(t.Topic)
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			return now(resp)
+		}
 	}
 	return later(func() kmsg.Response {
 		if req.Version < 4 {
@@ -73,6 +95,32 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, r *Request) Reply
 		}
 		return resp
 	})
+}
+
+// deniedTxnPartitions applies Kafka's authorization of a client's
+// AddPartitionsToTxn: without WRITE on the transactional id every partition
+// gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without WRITE on a topic its
+// partitions get TOPIC_AUTHORIZATION_FAILED and the others
+// OPERATION_NOT_ATTEMPTED, and nothing is added.
+func deniedTxnPartitions(a access, req *kmsg.AddPartitionsToTxnRequest) (func(topic string) int16, bool) {
+	if !a.allows(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID) {
+		return func(string) int16 { return kerr.TransactionalIDAuthorizationFailed.Code }, true
+	}
+	denied := map[string]bool{}
+	for _, t := range req.Topics {
+		if !a.topic(kmsg.ACLOperationWrite, t.Topic) {
+			denied[t.Topic] = true
+		}
+	}
+	if len(denied) == 0 {
+		return nil, false
+	}
+	return func(topic string) int16 {
+		if denied[topic] {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+		return kerr.OperationNotAttempted.Code
+	}, true
 }
 
 // txnPartitions flattens a request's topics into partitions, in order.

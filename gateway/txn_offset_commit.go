@@ -21,6 +21,14 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	a := s.access(r)
+	denyAll := int16(0)
+	switch {
+	case !a.allows(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID):
+		denyAll = kerr.TransactionalIDAuthorizationFailed.Code
+	case !a.allows(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group):
+		denyAll = kerr.GroupAuthorizationFailed.Code
+	}
 	var offsets []fsm.OffsetCommit
 	type slot struct{ t, p int }
 	var slots []slot
@@ -31,9 +39,14 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Reply {
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			if !known || p.Partition < 0 || p.Partition >= info.Partitions {
+			switch {
+			case denyAll != 0:
+				rp.ErrorCode = denyAll
+			case !a.topic(kmsg.ACLOperationRead, t.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case !known || p.Partition < 0 || p.Partition >= info.Partitions:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else {
+			default:
 				oc := fsm.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}
 				if req.Version >= 2 {
 					oc.LeaderEpoch = p.LeaderEpoch
