@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -78,19 +77,15 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			return
 		}
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
-		// Grow with the bytes that really arrive instead of trusting size.
-		var buf bytes.Buffer
-		if size <= 64<<10 {
-			buf.Grow(int(size))
-		}
-		if _, err := io.CopyN(&buf, br, int64(size)); err != nil {
+		frame, err := readFrameBody(br, int(size))
+		if err != nil {
 			c.log.Debug("read frame", "err", err)
 			return
 		}
 		if !c.waitUnmuted(ctx) {
 			return
 		}
-		p, ok := c.start(ctx, buf.Bytes())
+		p, ok := c.start(ctx, frame)
 		if !ok {
 			return
 		}
@@ -109,6 +104,32 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 }
 
 // start decodes one frame and runs its handler. ok=false closes the connection.
+// frameChunk is the most a frame body gets before any of it arrived.
+const frameChunk = 64 << 10
+
+// readFrameBody reads a frame body of size bytes. The buffer grows with
+// the bytes that really arrive, never to more than four times what came
+// (a client announcing a large frame and sending nothing holds little),
+// and ends at exactly size: a 1 MiB produce costs 1.3 MiB of allocations,
+// where growing a bytes.Buffer by doubling cost 4 MiB (it doubles once
+// more when full), all of it zeroed.
+func readFrameBody(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, min(size, frameChunk))
+	n, err := io.ReadFull(r, buf)
+	for err == nil && n < size {
+		next := make([]byte, min(size, 4*len(buf)))
+		copy(next, buf[:n])
+		buf = next
+		var m int
+		m, err = io.ReadFull(r, buf[n:])
+		n += m
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
 func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 	hdr, req, body, err := ParseRequest(frame)
 	if err != nil {
