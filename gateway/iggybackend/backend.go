@@ -70,8 +70,12 @@ type Backend struct {
 	topics map[string]*topic // by Kafka name
 	byID   map[[16]byte]*topic
 
-	ctx     context.Context
-	cancel  context.CancelFunc
+	ctx    context.Context
+	cancel context.CancelFunc
+	// ownMu guards ownSeen, the membership version noteMembership last
+	// acted on.
+	ownMu   sync.Mutex
+	ownSeen uint64
 	wg      sync.WaitGroup
 	life    sync.Mutex
 	closing bool
@@ -173,11 +177,57 @@ func (b *Backend) Start(ctx context.Context) error {
 		b.log.Warn("iggy topics not loaded yet", "err", err)
 	}
 	b.life.Lock()
-	b.wg.Add(2)
+	b.wg.Add(3)
 	b.life.Unlock()
 	go b.refreshLoop()
 	go b.watchLoop()
+	go b.ownershipLoop()
 	return nil
+}
+
+// ownershipCheck is how often the membership version is compared.
+const ownershipCheck = 20 * time.Millisecond
+
+// ownershipLoop follows membership changes (noteMembership) between sends.
+func (b *Backend) ownershipLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(ownershipCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			b.noteMembership()
+		}
+	}
+}
+
+// noteMembership marks, at every membership change, the partitions this
+// node does not lead in the new view: their producer state may go stale
+// while another node writes them (partition.away). When the version moved
+// by more than one change since the last look, a view in between went
+// unseen, so every partition is marked. Sends call it too, so none acts
+// on a change before it is noted.
+func (b *Backend) noteMembership() {
+	nodes, version := b.cfg.Nodes.LiveNodes()
+	b.ownMu.Lock()
+	defer b.ownMu.Unlock()
+	if version == b.ownSeen {
+		return
+	}
+	all := version != b.ownSeen+1
+	b.ownSeen = version
+	self := b.cfg.Nodes.Self().ID
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, t := range b.topics {
+		for _, p := range t.parts {
+			if all || leaderOf(nodes, t.name, p.index) != self {
+				p.away.Store(true)
+			}
+		}
+	}
 }
 
 // LostData counts the times this node found Iggy to have lost records it

@@ -719,6 +719,23 @@ func TestIdempotenceAwayAndBack(t *testing.T) {
 		if n := len(a.srv.Messages("kafka", "flip", 0)); n != 2 {
 			t.Fatalf("iggy holds %d messages, want 2 (the retry was written again)", n)
 		}
+
+		// Away and back again, this time without a trying to write
+		// meanwhile: the membership changes alone must tell it.
+		na.set(2)
+		nb.set(2)
+		bld.BaseSequence = 2
+		third := batch(t, bld, records.Record{Value: []byte("c")})
+		if r := b.produce("flip", 0, third); r.Err != nil || r.BaseOffset != 2 {
+			t.Fatalf("third on b: %+v", r)
+		}
+		na.set(1)
+		if r := a.produce("flip", 0, third); r.Err != nil || r.BaseOffset != 2 {
+			t.Fatalf("retry of b's third batch back on a: %+v", r)
+		}
+		if n := len(a.srv.Messages("kafka", "flip", 0)); n != 3 {
+			t.Fatalf("iggy holds %d messages, want 3 (the retry was written again)", n)
+		}
 	})
 }
 

@@ -30,9 +30,11 @@ type partition struct {
 	// wentBack); the sender drops its producer state when it moves.
 	lost     atomic.Int64
 	lostSeen int64 // lost as last seen by the sender; sender only
-	// viewSeen is the membership version (Nodes.LiveNodes) the sender's
-	// producer state was built under; sender only.
-	viewSeen uint64
+	// away is set when a membership change made another node this
+	// partition's leader (ownershipLoop) or a send found it led elsewhere:
+	// that node may have written batches this node's producer state does
+	// not know, so the sender drops the state before its next send.
+	away atomic.Bool
 
 	watchedAt atomic.Int64 // unix nanos of the last Watch
 	avgSize   atomic.Int64 // average stored message size, for poll counts

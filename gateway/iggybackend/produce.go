@@ -143,23 +143,23 @@ func (p *partition) send(round []*sendItem) {
 	b.mu.RLock()
 	name := p.topic.name
 	b.mu.RUnlock()
-	nodes, version := b.cfg.Nodes.LiveNodes()
-	if version != p.viewSeen {
-		// The membership changed since the last send, so the partition may
-		// have been led elsewhere in between (even if it is ours again)
-		// and another node may have written batches this node's producer
-		// state does not know: a retry of one of them would look like the
-		// next batch and be written twice. Rebuild from Iggy (resync).
-		p.viewSeen = version
-		clear(p.producers)
-	}
+	b.noteMembership()
+	nodes, _ := b.cfg.Nodes.LiveNodes()
 	if leaderOf(nodes, name, p.index) != b.cfg.Nodes.Self().ID {
 		// Led elsewhere now: two writers would order a producer's batches
 		// differently on each node.
+		p.away.Store(true)
 		for _, it := range round {
 			it.finish(kerr.NotLeaderForPartition)
 		}
 		return
+	}
+	if p.away.Swap(false) {
+		// Led elsewhere since the last send, even if led here again: the
+		// other node may have written batches this node's producer state
+		// does not know, and a retry of one of them would look like the
+		// next batch and be written twice. Rebuild from Iggy (resync).
+		clear(p.producers)
 	}
 	var accepted []*sendItem
 	var undo []func()
