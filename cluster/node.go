@@ -458,7 +458,7 @@ func (n *Node) hasRaftState() bool { return n.raft.LastIndex() > 0 }
 // cluster. It gives up (false) once leadership is lost.
 func (n *Node) establish(ctx context.Context) bool {
 	for ctx.Err() == nil {
-		err := n.raft.Barrier(30 * time.Second).Error()
+		err := n.await(ctx, n.raft.Barrier(30*time.Second))
 		if err == nil {
 			break
 		}
@@ -482,6 +482,24 @@ func (n *Node) establish(ctx context.Context) bool {
 	}
 	n.log.Info("serving as leader", "node_id", n.cfg.NodeID, "cluster_id", n.fsm.ClusterID())
 	return true
+}
+
+// await waits for a Raft future, or until ctx ends or the node stops:
+// Raft leaves a future it had queued unanswered once it shuts down, and
+// Shutdown waits for the leader services that wait on it. The waiting
+// goroutine then outlives the call, blocked on a future of a Raft that is
+// gone.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stop:
+		return raft.ErrRaftShutdown
+	}
 }
 
 func (n *Node) setLeader(v bool) {
@@ -716,7 +734,13 @@ func (n *Node) Propose(ctx context.Context, data []byte, force bool) (any, error
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	return Future{f: n.raft.Apply(entry, timeout), began: time.Now(), latency: n.metrics.applyDuration}.Result()
+	fut := Future{f: n.raft.Apply(entry, timeout), began: time.Now(), latency: n.metrics.applyDuration}
+	// Waiting ends with the node too (see await); the outcome is then
+	// unknown to the caller, as after a timeout.
+	if err := n.await(context.Background(), fut.f); errors.Is(err, raft.ErrRaftShutdown) {
+		return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return fut.Result()
 }
 
 // StepDown hands leadership to an up-to-date follower if this node leads,

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/xdg-go/scram"
 )
 
 // secureKgate is one kgate process started with extra (security) flags.
@@ -254,13 +255,14 @@ func TestSecuritySASLSSLClients(t *testing.T) {
 			t.Fatalf("kafkajs with a wrong password: %v\n%s", err, out)
 		}
 	})
-	t.Run("sarama PLAIN", func(t *testing.T) {
+	t.Run("sarama SCRAM-SHA-512", func(t *testing.T) {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(must(os.ReadFile(ca)))
 		cfg := saramaConfig()
 		cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, &tls.Config{RootCAs: pool}
-		cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism = true, sarama.SASLTypePlaintext
-		cfg.Net.SASL.User, cfg.Net.SASL.Password = "admin", "admin-secret"
+		cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism = true, sarama.SASLTypeSCRAMSHA512
+		cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &xdgSCRAM{hash: scram.SHA512} }
+		cfg.Net.SASL.User, cfg.Net.SASL.Password = "alice", "alice-secret"
 		cfg.Producer.Return.Successes = true
 		cfg.Producer.RequiredAcks = sarama.WaitForAll
 		prod, err := sarama.NewSyncProducer([]string{k.kafka}, cfg)
@@ -342,6 +344,25 @@ func TestSecuritySASLSSLClients(t *testing.T) {
 		}
 	})
 }
+
+// xdgSCRAM is Sarama's SCRAM client over xdg-go/scram, as Sarama's own
+// examples wire it.
+type xdgSCRAM struct {
+	hash scram.HashGeneratorFcn
+	conv *scram.ClientConversation
+}
+
+func (x *xdgSCRAM) Begin(user, password, authzID string) error {
+	c, err := x.hash.NewClient(user, password, authzID)
+	if err != nil {
+		return err
+	}
+	x.conv = c.NewConversation()
+	return nil
+}
+
+func (x *xdgSCRAM) Step(challenge string) (string, error) { return x.conv.Step(challenge) }
+func (x *xdgSCRAM) Done() bool                            { return x.conv.Done() }
 
 // serverCertSerial is the serial of the certificate the listener presents.
 func serverCertSerial(t *testing.T, addr string) string {
