@@ -75,7 +75,7 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "file holding the bearer token the admin API requires (all but /healthz and /readyz)")
 	fs.StringVar(&c.AdminTLSCert, "admin-tls-cert", "", "PEM certificate chain of the admin API; with --admin-tls-key it speaks HTTPS only")
 	fs.StringVar(&c.AdminTLSKey, "admin-tls-key", "", "PEM private key of --admin-tls-cert")
-	fs.StringVar(&c.AdminTLSClientCA, "admin-tls-client-ca", "", "PEM CA certificates; every admin path but /healthz and /readyz wants a client certificate they sign (403 otherwise)")
+	fs.StringVar(&c.AdminTLSClientCA, "admin-tls-client-ca", "", "PEM CA certificates; every admin path but /healthz and /readyz wants a client certificate they sign (401 otherwise)")
 	fs.BoolVar(&c.AdminPprof, "admin-pprof", false, "serve Go profiles on the admin API under /debug/pprof/")
 	fs.StringVar(&c.IggyPasswordFile, "iggy-password-file", "", "file holding the Iggy password (instead of --iggy-password)")
 	fs.StringVar(&c.IggyTokenFile, "iggy-token-file", "", "file holding the Iggy personal access token (instead of --iggy-token)")

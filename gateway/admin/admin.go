@@ -84,7 +84,7 @@ type options struct {
 // WithTLS serves HTTPS only. With clientCerts the configuration asks for
 // client certificates without requiring them at the handshake (so probes
 // reach /healthz and /readyz without one), and every other path wants a
-// verified one: 403 otherwise.
+// verified one: 401 otherwise, as for a missing token.
 func WithTLS(c *tls.Config, clientCerts bool) Option {
 	return func(o *options) { o.tls, o.requireCertFor = c, clientCerts }
 }
@@ -146,7 +146,7 @@ func New(cfg Config, opts ...Option) *Server {
 func requireClientCert(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a client certificate of the admin client CA is required"})
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a client certificate of the admin client CA is required"})
 			return
 		}
 		next.ServeHTTP(w, r)
