@@ -18,6 +18,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/xdg-go/scram"
 )
@@ -420,6 +421,65 @@ func TestSecurityMutualTLSClients(t *testing.T) {
 		if out, err := runTool(clientsDir(t, "confluent-kafka-python"), python(t), "secure_client.py",
 			writeFile(t, filepath.Join(work, "py.json"), string(conf)), "py-mtls", "roundtrip", "3"); err != nil {
 			t.Fatalf("%v\n%s", err, out)
+		}
+	})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(must(os.ReadFile(ca)))
+	clientCert := must(tls.LoadX509KeyPair(cert, key))
+	t.Run("franz-go", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(k.kafka), kgo.AllowAutoTopicCreation(), kgo.ConsumeTopics("franz-mtls"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "franz-mtls", Value: []byte("m")}).FirstErr(); err != nil {
+			t.Fatalf("produce over mTLS: %v", err)
+		}
+		if fs := cl.PollRecords(ctx, 1); fs.Err0() != nil || fs.NumRecords() != 1 {
+			t.Fatalf("consume over mTLS: %v, %d records", fs.Err0(), fs.NumRecords())
+		}
+		bare, err := kgo.NewClient(kgo.SeedBrokers(k.kafka), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bare.Close()
+		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, bare); err == nil {
+			t.Fatal("franz-go without a client certificate got metadata")
+		}
+	})
+	t.Run("sarama", func(t *testing.T) {
+		cfg := saramaConfig()
+		cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		prod, err := sarama.NewSyncProducer([]string{k.kafka}, cfg)
+		if err != nil {
+			t.Fatalf("sarama over mTLS: %v", err)
+		}
+		defer prod.Close()
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "sarama-mtls", Value: sarama.StringEncoder("m")}); err != nil {
+			t.Fatalf("sarama send over mTLS: %v", err)
+		}
+		cfg.Net.TLS.Config = &tls.Config{RootCAs: pool}
+		if c, err := sarama.NewClient([]string{k.kafka}, cfg); err == nil {
+			c.Close()
+			t.Fatal("sarama without a client certificate connected")
+		}
+	})
+	t.Run("kafkajs", func(t *testing.T) {
+		dir := clientsDir(t, "kafkajs")
+		requireCommand(t, "kafkajs (npm ci in test/clients/kafkajs)", dir, "node", "-e", "require('kafkajs')")
+		for _, args := range [][]string{{"create", "3"}, {"produce", "0", "100", "none"}, {"verify", "0", "100", "-"}} {
+			cmd := exec.Command("node", append([]string{"client.js", k.kafka, "kafkajs-mtls"}, args...)...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "KGATE_E2E_SSL_CA="+ca, "KGATE_E2E_SSL_CERT="+cert, "KGATE_E2E_SSL_KEY="+key)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("kafkajs %v over mTLS: %v\n%s", args, err, out)
+			}
 		}
 	})
 	t.Run("SIGHUP reloads the certificate", func(t *testing.T) {

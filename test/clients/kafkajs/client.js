@@ -94,11 +94,17 @@ function record(i) {
 
 // With KGATE_E2E_SASL_MECHANISM (plain, scram-sha-256, scram-sha-512),
 // KGATE_E2E_SASL_USER and KGATE_E2E_SASL_PASSWORD the client authenticates;
-// with KGATE_E2E_SSL_CA it speaks TLS trusting that CA file.
+// with KGATE_E2E_SSL_CA it speaks TLS trusting that CA file, presenting
+// the client certificate KGATE_E2E_SSL_CERT (key KGATE_E2E_SSL_KEY) if set.
 function security() {
   const out = {}
   if (process.env.KGATE_E2E_SSL_CA) {
-    out.ssl = { ca: [require('fs').readFileSync(process.env.KGATE_E2E_SSL_CA, 'utf8')] }
+    const fs = require('fs')
+    out.ssl = { ca: [fs.readFileSync(process.env.KGATE_E2E_SSL_CA, 'utf8')] }
+    if (process.env.KGATE_E2E_SSL_CERT) {
+      out.ssl.cert = fs.readFileSync(process.env.KGATE_E2E_SSL_CERT, 'utf8')
+      out.ssl.key = fs.readFileSync(process.env.KGATE_E2E_SSL_KEY, 'utf8')
+    }
   }
   if (process.env.KGATE_E2E_SASL_MECHANISM) {
     out.sasl = {
