@@ -252,6 +252,10 @@ func TestAuthorizationPerAPI(t *testing.T) {
 		out := map[string]int16{}
 		for _, rt := range raw(req).(*kmsg.CreateTopicsResponse).Topics {
 			out[rt.Topic] = rt.ErrorCode
+			// Created without DescribeConfigs on it: its configs are hidden.
+			if rt.ErrorCode == 0 && (rt.ConfigErrorCode != kerr.TopicAuthorizationFailed.Code || len(rt.Configs) != 0) {
+				t.Errorf("created %s: config error %v, %d configs shown", rt.Topic, kerr.ErrorForCode(rt.ConfigErrorCode), len(rt.Configs))
+			}
 		}
 		return out
 	}

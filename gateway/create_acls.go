@@ -72,13 +72,22 @@ func (s *Server) createACLs(ctx context.Context, req *kmsg.CreateACLsRequest) km
 	for j, i := range slots {
 		res := &resp.Results[i]
 		switch {
-		case errors.Is(err, cluster.ErrNotLeader):
-			res.ErrorCode = kerr.NotController.Code
 		case err != nil:
-			res.ErrorCode = kerr.RequestTimedOut.Code
+			res.ErrorCode = aclProposalCode(err)
 		case j < len(codes):
 			res.ErrorCode = codes[j]
 		}
 	}
 	return resp
+}
+
+// aclProposalCode is the code of an ACL change that was not applied.
+func aclProposalCode(err error) int16 {
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		return kerr.NotController.Code
+	case errors.Is(err, fsm.ErrFeatureDisabled):
+		return kerr.UnsupportedVersion.Code // a voter still runs a kgate without ACLs
+	}
+	return kerr.RequestTimedOut.Code
 }

@@ -20,10 +20,21 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
 			return s.allowedTopic(r, kmsg.ACLOperationCreate, t.Topic)
 		})
 	}
+	// The configs of a created topic are shown only to who may describe
+	// them (Kafka's TopicConfigErrorCode, v5+).
+	hideConfigs := map[string]bool{}
+	for _, t := range req.Topics {
+		hideConfigs[t.Topic] = !s.allowedTopic(r, kmsg.ACLOperationDescribeConfigs, t.Topic)
+	}
 	answerDenied := func(resp kmsg.Response) kmsg.Response {
 		cr, ok := resp.(*kmsg.CreateTopicsResponse)
 		if !ok {
 			return resp
+		}
+		for i := range cr.Topics {
+			if rt := &cr.Topics[i]; rt.ErrorCode == 0 && hideConfigs[rt.Topic] {
+				rt.Configs, rt.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+			}
 		}
 		for _, t := range denied {
 			rt := kmsg.NewCreateTopicsResponseTopic()

@@ -2,12 +2,10 @@ package gateway
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway/authz"
 )
@@ -84,10 +82,7 @@ func (s *Server) deleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest) km
 		return resp
 	}
 	if err := s.cfg.ACLs.DeleteACLs(ctx, remove); err != nil {
-		code := kerr.RequestTimedOut.Code
-		if errors.Is(err, cluster.ErrNotLeader) {
-			code = kerr.NotController.Code
-		}
+		code := aclProposalCode(err)
 		for i := range resp.Results {
 			if resp.Results[i].ErrorCode == 0 {
 				resp.Results[i].ErrorCode, resp.Results[i].MatchingACLs = code, nil

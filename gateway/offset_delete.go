@@ -30,12 +30,12 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Reply {
 	var allowed []fsm.TopicPartition
 	denied := map[string]bool{}
 	for _, p := range parts {
-		if d, ok := denied[p.Topic]; !ok {
-			denied[p.Topic] = !s.allowedTopic(r, kmsg.ACLOperationRead, p.Topic)
-		} else if d {
-			continue
+		d, seen := denied[p.Topic]
+		if !seen {
+			d = !s.allowedTopic(r, kmsg.ACLOperationRead, p.Topic)
+			denied[p.Topic] = d
 		}
-		if !denied[p.Topic] {
+		if !d {
 			allowed = append(allowed, p)
 		}
 	}

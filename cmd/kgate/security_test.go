@@ -48,6 +48,9 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"map without listeners", []string{"--listener-security-protocol-map", "EXT:SSL"}, "--listener-security-protocol-map"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
 		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
+		{"super user not a principal", []string{"--authorizer", "--super-users", "User:admin;alice"}, "--super-users"},
+		{"super users without the authorizer", []string{"--super-users", "User:admin"}, "--super-users"},
+		{"allow if no ACL without the authorizer", []string{"--allow-everyone-if-no-acl-found"}, "--allow-everyone-if-no-acl-found"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,6 +59,16 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 				t.Fatalf("error %v does not name %s", err, tc.flag)
 			}
 		})
+	}
+}
+
+func TestAuthorizerFlags(t *testing.T) {
+	cfg, err := parseConfig([]string{"--authorizer", "--super-users", "User:admin; User:CN=ops,O=example"}, env("KGATE_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.superUsers(); !cfg.Authorizer || !cfg.AllowIfNoACL || len(got) != 2 || got[0] != "User:admin" || got[1] != "User:CN=ops,O=example" {
+		t.Fatalf("authorizer %v, allow if no ACL %v, super users %q", cfg.Authorizer, cfg.AllowIfNoACL, got)
 	}
 }
 

@@ -7,8 +7,8 @@
 package authz
 
 import (
-	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -59,10 +59,52 @@ type Authorizer struct {
 	super       map[string]bool
 	allowIfNone bool
 
-	mu      sync.Mutex
+	// index is the bindings by resource type as of a version of the set;
+	// readers share it without locking, mu serializes rebuilding it.
+	index atomic.Pointer[aclIndex]
+	mu    sync.Mutex
+}
+
+type aclIndex struct {
 	version uint64
-	loaded  bool
-	byType  map[kmsg.ACLResourceType][]fsm.ACL
+	byType  map[kmsg.ACLResourceType]*typeIndex
+}
+
+// typeIndex is one resource type's bindings: literal ones by name ("*"
+// included), prefixed ones by prefix, so a check looks up the name and each
+// of its prefixes instead of scanning every binding.
+type typeIndex struct {
+	all      []fsm.ACL
+	literal  map[string][]fsm.ACL
+	prefixed map[string][]fsm.ACL
+}
+
+func newTypeIndex() *typeIndex {
+	return &typeIndex{literal: map[string][]fsm.ACL{}, prefixed: map[string][]fsm.ACL{}}
+}
+
+// matching calls fn with each group of bindings whose pattern matches name
+// until fn returns false.
+func (ti *typeIndex) matching(name string, fn func([]fsm.ACL) bool) {
+	if ti == nil {
+		return
+	}
+	if l := ti.literal[name]; len(l) > 0 && !fn(l) {
+		return
+	}
+	if name != wildcard {
+		if l := ti.literal[wildcard]; len(l) > 0 && !fn(l) {
+			return
+		}
+	}
+	if len(ti.prefixed) == 0 {
+		return
+	}
+	for i := 1; i <= len(name); i++ {
+		if l := ti.prefixed[name[:i]]; len(l) > 0 && !fn(l) {
+			return
+		}
+	}
 }
 
 // New makes an authorizer over store.
@@ -75,20 +117,35 @@ func New(store Store, cfg Config) *Authorizer {
 }
 
 // bindings returns the bindings of one resource type, reloaded when the
-// set changed.
-func (a *Authorizer) bindings(rt kmsg.ACLResourceType) []fsm.ACL {
+// set changed; nil when there are none.
+func (a *Authorizer) bindings(rt kmsg.ACLResourceType) *typeIndex {
+	if ix := a.index.Load(); ix != nil && ix.version == a.store.ACLVersion() {
+		return ix.byType[rt]
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.loaded || a.store.ACLVersion() != a.version {
+	ix := a.index.Load()
+	if ix == nil || ix.version != a.store.ACLVersion() {
 		v, acls := a.store.ACLs()
-		a.byType = map[kmsg.ACLResourceType][]fsm.ACL{}
+		ix = &aclIndex{version: v, byType: map[kmsg.ACLResourceType]*typeIndex{}}
 		for _, acl := range acls {
 			t := kmsg.ACLResourceType(acl.ResourceType)
-			a.byType[t] = append(a.byType[t], acl)
+			ti := ix.byType[t]
+			if ti == nil {
+				ti = newTypeIndex()
+				ix.byType[t] = ti
+			}
+			ti.all = append(ti.all, acl)
+			switch kmsg.ACLResourcePatternType(acl.PatternType) {
+			case kmsg.ACLResourcePatternTypeLiteral:
+				ti.literal[acl.ResourceName] = append(ti.literal[acl.ResourceName], acl)
+			case kmsg.ACLResourcePatternTypePrefixed:
+				ti.prefixed[acl.ResourceName] = append(ti.prefixed[acl.ResourceName], acl)
+			}
 		}
-		a.version, a.loaded = v, true
+		a.index.Store(ix)
 	}
-	return a.byType[rt]
+	return ix.byType[rt]
 }
 
 // SuperUser reports whether principal is one of the super users.
@@ -99,35 +156,27 @@ func (a *Authorizer) Authorize(principal, host string, op kmsg.ACLOperation, rt 
 	if a.super[principal] {
 		return true
 	}
-	named, allowed := false, false
-	for _, acl := range a.bindings(rt) {
-		if !resourceMatches(acl, name) {
-			continue
-		}
+	named, allowed, denied := false, false, false
+	a.bindings(rt).matching(name, func(acls []fsm.ACL) bool {
 		named = true
-		switch result(acl, principal, host, op) {
-		case kmsg.ACLPermissionTypeDeny:
-			return false
-		case kmsg.ACLPermissionTypeAllow:
-			allowed = true
+		for _, acl := range acls {
+			switch result(acl, principal, host, op) {
+			case kmsg.ACLPermissionTypeDeny:
+				denied = true
+				return false
+			case kmsg.ACLPermissionTypeAllow:
+				allowed = true
+			}
 		}
-	}
-	if !named {
+		return true
+	})
+	switch {
+	case denied:
+		return false
+	case !named:
 		return a.allowIfNone
 	}
 	return allowed
-}
-
-// resourceMatches: a literal binding names the resource or is the
-// wildcard; a prefixed one is a prefix of its name.
-func resourceMatches(acl fsm.ACL, name string) bool {
-	switch kmsg.ACLResourcePatternType(acl.PatternType) {
-	case kmsg.ACLResourcePatternTypeLiteral:
-		return acl.ResourceName == name || acl.ResourceName == wildcard
-	case kmsg.ACLResourcePatternTypePrefixed:
-		return strings.HasPrefix(name, acl.ResourceName)
-	}
-	return false
 }
 
 // result is the binding's permission if it applies to this principal,
@@ -189,11 +238,11 @@ func (a *Authorizer) AuthorizeAny(principal, host string, op kmsg.ACLOperation, 
 	if a.super[principal] {
 		return true
 	}
-	acls := a.bindings(rt)
-	if len(acls) == 0 {
+	ti := a.bindings(rt)
+	if ti == nil {
 		return a.allowIfNone
 	}
-	for _, acl := range acls {
+	for _, acl := range ti.all {
 		if result(acl, principal, host, op) == kmsg.ACLPermissionTypeAllow && a.Authorize(principal, host, op, rt, acl.ResourceName) {
 			return true
 		}

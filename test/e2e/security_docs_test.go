@@ -52,6 +52,11 @@ func TestSecurityDocCommands(t *testing.T) {
 	// kafka-configs.sh is this one class of the Kafka distribution.
 	writeFile(t, filepath.Join(bin, "kafka-configs.sh"), "#!/bin/sh\nexec java -cp '"+filepath.Join(jars, "*")+"' kafka.admin.ConfigCommand \"$@\"\n")
 	os.Chmod(filepath.Join(bin, "kafka-configs.sh"), 0o755)
+	// kafka-acls.sh is AclCommand of the kafka-tools jar (test/clients/kafka-tools).
+	tools := filepath.Join(clientsDir(t, "kafka-tools"), "target", "lib")
+	requireFile(t, filepath.Join(tools, ".complete"), "Kafka tools jars (mvn dependency:copy-dependencies in test/clients/kafka-tools)")
+	writeFile(t, filepath.Join(bin, "kafka-acls.sh"), "#!/bin/sh\nexec java -cp '"+filepath.Join(tools, "*")+"' org.apache.kafka.tools.AclCommand \"$@\"\n")
+	os.Chmod(filepath.Join(bin, "kafka-acls.sh"), 0o755)
 
 	blocks := docShellBlocks(t, filepath.Join(root, "docs", "security.md"))
 	if len(blocks) < 5 {
@@ -95,12 +100,13 @@ func TestSecurityDocCommands(t *testing.T) {
 	}()
 	err := cmd.Wait()
 	if err != nil {
-		for _, log := range []string{"kgate.log", "kgate-mtls.log"} {
+		for _, log := range []string{"kgate.log", "kgate-mtls.log", "kgate-acl.log"} {
 			t.Logf("%s:\n%s", log, tailFile(filepath.Join(work, log), 30))
 		}
 		t.Fatalf("docs/security.md commands failed: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n"} {
+	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n", "paid\n", "Topic authorization failed",
+		"principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
