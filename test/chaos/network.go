@@ -35,6 +35,7 @@ type Network struct {
 	proxies []*Proxy
 
 	unknown int // connections whose sender was not found
+	dropped int // datagrams dropped on cut links
 	wg      sync.WaitGroup
 }
 
@@ -94,6 +95,13 @@ func (nw *Network) Unknown() int {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
 	return nw.unknown
+}
+
+// Dropped is how many gossip datagrams cut links have dropped.
+func (nw *Network) Dropped() int {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.dropped
 }
 
 func (nw *Network) isCut(from, to int) bool {
@@ -231,6 +239,9 @@ func (p *Proxy) udpLoop() {
 		p.nw.mu.Lock()
 		from, ok := p.nw.udpPort[src.Port]
 		cut := ok && p.nw.cut[[2]int{from, p.to}]
+		if cut {
+			p.nw.dropped++
+		}
 		p.nw.mu.Unlock()
 		if cut {
 			continue

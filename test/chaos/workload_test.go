@@ -1,4 +1,4 @@
-//go:build chaos
+//go:build chaos && linux
 
 package chaos
 
@@ -38,10 +38,14 @@ type workload struct {
 	readWG sync.WaitGroup // readers and observer
 	stopP  chan struct{}
 
-	lastAck  [producers]atomic.Int64 // unix nanos of each producer's last ack
-	lastRead [consumers + 1]atomic.Int64
-	lost     atomic.Int64 // partitions lost by group members (OnPartitionsLost)
-	faultNow atomic.Int64 // index of the fault in progress, for lostBy
+	// Progress is counted by the records' own timestamps (set when they
+	// were sent): the newest record each producer had acknowledged and each
+	// reader read, so that an answer already on its way when a fault hit
+	// does not count as moving on after it.
+	lastAck  [producers]atomic.Int64     // unix nanos
+	lastRead [consumers + 1]atomic.Int64 // group members, then the assign() reader
+	lost     atomic.Int64                // partitions lost by group members (OnPartitionsLost)
+	faultNow atomic.Int64                // index of the fault in progress, for lostBy
 	mu       sync.Mutex
 	lostBy   map[int64]int // fault index -> members that lost partitions during it
 	members  []*kgo.Client
@@ -124,7 +128,7 @@ func (w *workload) produce(i int) {
 				p.Err = err.Error()
 			} else {
 				p.Acked, p.Partition, p.Offset = true, r.Partition, r.Offset
-				w.lastAck[i].Store(p.At.UnixNano())
+				storeMax(&w.lastAck[i], r.Timestamp)
 			}
 			w.h.AddProduce(p)
 		})
@@ -162,9 +166,9 @@ func (w *workload) consumeGroup(i int) {
 		fs.EachRecord(func(r *kgo.Record) {
 			rs = append(rs, r)
 			w.h.AddRead(Read{Reader: name, Epoch: e, Group: true, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), At: time.Now()})
+			storeMax(&w.lastRead[i], r.Timestamp)
 		})
 		if len(rs) > 0 {
-			w.lastRead[i].Store(time.Now().UnixNano())
 			ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 			_ = cl.CommitRecords(ctx, rs...) // a failed commit is re-read later
 			cancel()
@@ -184,14 +188,10 @@ func (w *workload) readAssigned() {
 	defer cl.Close()
 	for w.ctx.Err() == nil {
 		fs := cl.PollRecords(w.ctx, 1000)
-		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
-			n++
 			w.h.AddRead(Read{Reader: "assign", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), At: time.Now()})
+			storeMax(&w.lastRead[consumers], r.Timestamp)
 		})
-		if n > 0 {
-			w.lastRead[consumers].Store(time.Now().UnixNano())
-		}
 	}
 }
 
@@ -224,13 +224,24 @@ func (w *workload) observeCommits() {
 	}
 }
 
-// progressed reports whether every producer had an ack, and every group
-// member and the assign() reader a record, after t; if not, it names who
-// has not.
+// storeMax raises v to ts (unix nanos) if ts is later.
+func storeMax(v *atomic.Int64, ts time.Time) {
+	n := ts.UnixNano()
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// progressed reports whether every producer had a record sent after t
+// acknowledged, and every group member and the assign() reader read one;
+// if not, it names who has not.
 func (w *workload) progressed(t time.Time) error {
 	for i := range producers {
 		if w.lastAck[i].Load() <= t.UnixNano() {
-			return fmt.Errorf("producer p%d has no ack since %s", i, t.Format("15:04:05.000"))
+			return fmt.Errorf("producer p%d has no record sent since %s acknowledged", i, t.Format("15:04:05.000"))
 		}
 	}
 	for i := range consumers + 1 {
@@ -239,7 +250,7 @@ func (w *workload) progressed(t time.Time) error {
 			if i == consumers {
 				name = "assign() reader"
 			}
-			return fmt.Errorf("%s has read nothing since %s", name, t.Format("15:04:05.000"))
+			return fmt.Errorf("%s has read no record sent since %s", name, t.Format("15:04:05.000"))
 		}
 	}
 	return nil
