@@ -269,6 +269,13 @@ func TestReadCommittedStopsAtLastStableOffset(t *testing.T) {
 	if p := fetch(0); p.LastStableOffset != 0 || len(decodeBatches(t, p.RecordBatches)) != 2 {
 		t.Fatalf("read_uncommitted with an open transaction: LSO %d", p.LastStableOffset)
 	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = "lso", []int32{0}
+	dp.Topics = append(dp.Topics, dpt)
+	if ps := c.do(dp).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers; len(ps) != 1 || ps[0].CurrentTxnStartOffset != 0 {
+		t.Fatalf("DescribeProducers with an open transaction from 0: %+v", ps)
+	}
 	if rc, ru := listLatest(1), listLatest(0); rc != 0 || ru != 2 {
 		t.Fatalf("ListOffsets latest: read_committed %d read_uncommitted %d, want 0 and 2", rc, ru)
 	}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,4 +278,53 @@ func readTxnValues(t *testing.T, c *kgateCluster, topic, name string, level kgo.
 		return nil
 	})
 	return out
+}
+
+// TestTransactionsDoc runs the commands of docs/transactions.md's "Try it"
+// exactly as written on a `make run` cluster: librdkafka's transactional
+// producer commits one transaction and aborts another; kcat read_committed
+// prints the committed record only, read_uncommitted both.
+func TestTransactionsDoc(t *testing.T) {
+	root := repoRoot(t)
+	doc := readFile(t, filepath.Join(root, "docs", "transactions.md"))
+	// The doc's python3 is one with confluent-kafka (Debian's
+	// python3-confluent-kafka, as test/clients uses).
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		t.Fatalf("%s cannot import confluent_kafka: %v (%s)", py, err, installHint)
+	}
+	pyDir := t.TempDir()
+	if err := os.Symlink(py, filepath.Join(pyDir, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "export PATH=%s:\"$PATH\"\n", shellQuote(pyDir))
+	b.WriteString("echo '+ producer'\n" + strings.Join(shBlockAfter(t, doc, "## Try it", 0), "\n") + "\n")
+	for _, c := range shBlockAfter(t, doc, "## Try it", 1) {
+		fmt.Fprintf(&b, "echo %s\n%s\n", shellQuote("+ "+c), c)
+	}
+	out := runMakeRunScript(t, root, b.String())
+	_, consumers, ok := strings.Cut(out, "+ kcat")
+	if !ok {
+		t.Fatalf("no kcat in the output:\n%s", out)
+	}
+	committed, uncommitted, ok := strings.Cut(consumers, "+ kcat")
+	if !ok {
+		t.Fatalf("one kcat in the output:\n%s", out)
+	}
+	lines := func(s string) []string {
+		var out []string
+		for _, l := range strings.Split(s, "\n")[1:] { // after the echoed command
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if got := lines(committed); fmt.Sprint(got) != "[committed]" {
+		t.Errorf("read_committed printed %q, want only \"committed\"", got)
+	}
+	if got := lines(uncommitted); fmt.Sprint(got) != "[committed aborted]" {
+		t.Errorf("read_uncommitted printed %q, want \"committed\" and \"aborted\"", got)
+	}
 }
