@@ -425,3 +425,51 @@ func TestGroupTransactSessionExactlyOnce(t *testing.T) {
 		t.Fatalf("output read committed (%d records, %d aborted on the way):\n%v\nwant\n%v", len(got), aborted, got, want)
 	}
 }
+
+// DescribeTransactions and ListTransactions, as kafka-transactions uses them.
+func TestDescribeAndListTransactions(t *testing.T) {
+	n := startGroupNode(t)
+	createTopic(t, n.addr, "dl", 2, nil)
+	c := dialRaw(t, n.addr)
+	ip := initTxn(t, c, 4, "tx-d", 10000, -1, -1)
+	for p := int32(1); p >= 0; p-- {
+		if code := addPartition(c, 3, "tx-d", ip.ProducerID, ip.ProducerEpoch, "dl", p); code != 0 {
+			t.Fatalf("AddPartitionsToTxn: %d", code)
+		}
+	}
+	initTxn(t, c, 4, "tx-idle", 10000, -1, -1)
+
+	dr := kmsg.NewPtrDescribeTransactionsRequest()
+	dr.TransactionalIDs = []string{"tx-d", "nope"}
+	states := c.do(dr).(*kmsg.DescribeTransactionsResponse).TransactionStates
+	if len(states) != 2 {
+		t.Fatalf("%d states", len(states))
+	}
+	d := states[0]
+	if d.ErrorCode != 0 || d.State != "Ongoing" || d.ProducerID != ip.ProducerID || d.TimeoutMillis != 10000 || d.StartTimestamp <= 0 ||
+		len(d.Topics) != 1 || d.Topics[0].Topic != "dl" || fmt.Sprint(d.Topics[0].Partitions) != "[0 1]" {
+		t.Fatalf("describe tx-d: %+v", d)
+	}
+	if states[1].ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("describe an unknown id: error %d, want TRANSACTIONAL_ID_NOT_FOUND", states[1].ErrorCode)
+	}
+	list := func(filters ...string) *kmsg.ListTransactionsResponse {
+		lr := kmsg.NewPtrListTransactionsRequest()
+		lr.SetVersion(1)
+		lr.StateFilters = filters
+		return c.do(lr).(*kmsg.ListTransactionsResponse)
+	}
+	ids := func(r *kmsg.ListTransactionsResponse) string {
+		var out []string
+		for _, s := range r.TransactionStates {
+			out = append(out, s.TransactionalID+"="+s.TransactionState)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(list()); got != "[tx-d=Ongoing tx-idle=Empty]" {
+		t.Fatalf("list: %s", got)
+	}
+	if r := list("Ongoing", "Bogus"); ids(r) != "[tx-d=Ongoing]" || fmt.Sprint(r.UnknownStateFilters) != "[Bogus]" {
+		t.Fatalf("list Ongoing: %s, unknown filters %v", ids(r), r.UnknownStateFilters)
+	}
+}
