@@ -18,7 +18,8 @@ import (
 // Transactions on a three-node cluster: a franz-go transactional producer
 // commits and aborts interleaved transactions while the Raft leader (the
 // transaction coordinator and the leader of every partition) is killed
-// with SIGKILL. Afterwards a read_committed consumer must see exactly the
+// with SIGKILL, twice: once inside a transaction between its records and
+// its commit, once at whatever point the producer has reached. Afterwards a read_committed consumer must see exactly the
 // records of committed transactions, every one once, and none of an
 // aborted one; a transaction whose end the producer could not learn must
 // be visible whole or not at all; a read_uncommitted consumer sees every
@@ -26,7 +27,7 @@ import (
 
 const (
 	txnBeforeKill = 8 // transactions decided before the kill
-	txnAfterKill  = 8 // transactions decided after it
+	txnAfterKill  = 8 // transactions decided after it, and after the second kill
 	txnRecords    = 6 // records per transaction, spread over the partitions
 )
 
@@ -74,6 +75,8 @@ func TestClusterTransactionsLeaderKill9(t *testing.T) {
 	// run decides one transaction; on any failure it recovers the way an
 	// application does: a new producer with the same transactional id,
 	// whose InitProducerId fences the old one and aborts what it left open.
+	// midway, when set, runs after the third record of a transaction.
+	var midway func()
 	run := func(i int, commit bool) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -93,6 +96,10 @@ func TestClusterTransactionsLeaderKill9(t *testing.T) {
 				return fail(fmt.Errorf("produce %s: %w", v, err))
 			}
 			log.acked[v] = true
+			if j == 2 && midway != nil {
+				midway()
+				midway = nil
+			}
 		}
 		if commit {
 			outcome = txnUnknown
@@ -159,6 +166,26 @@ func TestClusterTransactionsLeaderKill9(t *testing.T) {
 		t.Logf("the open transaction committed through the new leader %v after the kill", time.Since(at).Round(time.Millisecond))
 	}
 	decide(txnAfterKill)
+
+	// The killed node comes back; then the new leader is killed while
+	// transactions run: the kill lands wherever the producer is (its last
+	// records, AddPartitionsToTxn, EndTxn), so a commit's outcome may be
+	// unknown to it, and must then be all or nothing.
+	c.node(old).start()
+	c.waitFormed(c.ids()...)
+	second := c.leader()
+	killed := make(chan struct{})
+	killedIn := -1
+	midway = func() {
+		killedIn = next
+		go func() {
+			defer close(killed)
+			c.node(second).kill9()
+		}()
+	}
+	decide(txnAfterKill)
+	<-killed
+	t.Logf("leader node %d killed (SIGKILL) while transaction %d ran", second, killedIn)
 
 	// A last committed transaction writes "end" to every partition: a
 	// read_committed consumer that has read it has read everything before.
@@ -326,5 +353,46 @@ func TestTransactionsDoc(t *testing.T) {
 	}
 	if got := lines(uncommitted); fmt.Sprint(got) != "[committed aborted]" {
 		t.Errorf("read_uncommitted printed %q, want \"committed\" and \"aborted\"", got)
+	}
+}
+
+// TestJavaTransactions runs the Java KafkaProducer with a transactional.id
+// (test/clients/java TxnMain): a commit, an abort, and a zombie producer
+// fenced by a second one with the same id. A read_committed consumer reads
+// exactly the committed records. With --backend iggy the producer is
+// refused, fatally, at initTransactions.
+func TestJavaTransactions(t *testing.T) {
+	dir := clientsDir(t, "java")
+	jar := filepath.Join(dir, "target", "kgate-e2e-java.jar")
+	requireCommand(t, "java", dir, "java", "-version")
+	requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
+	requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
+	srv := startKgate(t)
+	topic := fmt.Sprintf("java-txn-%d", time.Now().UnixNano()%1e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "java", "-cp", jar, "kgate.e2e.TxnMain", srv.bootstrap(), topic).Output()
+	result := lastLine(string(out))
+	t.Logf("TxnMain: %s", result)
+	if iggyMode() {
+		// FindCoordinator TRANSACTION answers UNSUPPORTED_VERSION, which
+		// the Java producer raises before it sends InitProducerId.
+		if err == nil || !strings.Contains(result, "UnsupportedVersion") && !strings.Contains(result, "TransactionalIdAuthorization") {
+			t.Fatalf("with --backend iggy the transactional producer must be refused: %v, %s", err, result)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("TxnMain: %v", err)
+	}
+	for _, want := range []string{
+		`"zombie_commit": "ProducerFencedException"`,
+		`"read_committed": "[committed-1, committed-2]"`,
+		`"read_uncommitted": "[committed-1, aborted-1, zombie-open, committed-2]"`,
+		`"ok": true`,
+	} {
+		if !strings.Contains(result, want) {
+			t.Errorf("TxnMain's result lacks %s", want)
+		}
 	}
 }
