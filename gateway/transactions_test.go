@@ -276,6 +276,21 @@ func TestReadCommittedStopsAtLastStableOffset(t *testing.T) {
 	if ps := c.do(dp).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers; len(ps) != 1 || ps[0].CurrentTxnStartOffset != 0 {
 		t.Fatalf("DescribeProducers with an open transaction from 0: %+v", ps)
 	}
+	listAt := func(level int8, ts int64) int64 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(8)
+		req.ReplicaID, req.IsolationLevel = -1, level
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lso"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.do(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset
+	}
+	if rc, ru := listAt(1, 0), listAt(0, 0); rc != -1 || ru != 0 {
+		t.Fatalf("ListOffsets by timestamp 0: read_committed %d read_uncommitted %d, want -1 and 0", rc, ru)
+	}
 	if rc, ru := listLatest(1), listLatest(0); rc != 0 || ru != 2 {
 		t.Fatalf("ListOffsets latest: read_committed %d read_uncommitted %d, want 0 and 2", rc, ru)
 	}
