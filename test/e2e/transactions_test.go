@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -394,5 +395,155 @@ func TestJavaTransactions(t *testing.T) {
 		if !strings.Contains(result, want) {
 			t.Errorf("TxnMain's result lacks %s", want)
 		}
+	}
+}
+
+// TestClusterGroupTransactSessionLeaderKill9: consume-transform-produce with
+// franz-go's GroupTransactSession on three nodes, the leader (group and
+// transaction coordinator) killed with SIGKILL mid-run. A session whose End
+// fails is replaced by a new one with the same transactional id, as
+// franz-go prescribes. Every input record must appear exactly once in the
+// output, read committed.
+func TestClusterGroupTransactSessionLeaderKill9(t *testing.T) {
+	const total = 600
+	c := startCluster(t)
+	suffix := time.Now().UnixNano() % 1e9
+	in, out := fmt.Sprintf("cl-gts-in-%d", suffix), fmt.Sprintf("cl-gts-out-%d", suffix)
+	group := fmt.Sprintf("cl-gts-%d", suffix)
+	createClusterTopic(t, c, in)
+	createClusterTopic(t, c, out)
+	admCl, adm := c.adminClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	step(t, fmt.Sprintf("produce %d input records", total), time.Minute, func(ctx context.Context) error {
+		for i := 0; i < total; i++ {
+			admCl.Produce(ctx, &kgo.Record{Topic: in, Partition: int32(i % clusterPartitions), Value: []byte(fmt.Sprintf("%05d", i))}, nil)
+		}
+		return admCl.Flush(ctx)
+	})
+	ends, err := adm.ListEndOffsets(context.Background(), in)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("input end offsets: %v %v", err, ends.Error())
+	}
+	drained := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		done := true
+		ends.Each(func(e kadm.ListedOffset) {
+			if o, ok := offs.Lookup(in, e.Partition); !ok || o.At < e.Offset {
+				done = false
+			}
+		})
+		return done
+	}
+	newSession := func() *kgo.GroupTransactSession {
+		opts := append([]kgo.Opt{
+			kgo.SeedBrokers(c.bootstrap()...),
+			kgo.TransactionalID("cl-gts"),
+			kgo.ConsumerGroup(group),
+			kgo.ConsumeTopics(in),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.DefaultProduceTopic(out),
+			kgo.TransactionTimeout(20 * time.Second),
+		}, clKgoDebugOpts(t, "gts")...)
+		s, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sess := newSession()
+	defer func() { sess.Close() }()
+
+	moved, sessions := 0, 1
+	var killed chan struct{}
+	old, movedAtKill := int32(-1), 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for !drained() {
+		if time.Now().After(deadline) {
+			t.Fatalf("input not drained within 3 minutes (%d records moved in committed transactions, %d sessions)", moved, sessions)
+		}
+		pollCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := sess.PollRecords(pollCtx, 40)
+		cancel()
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		err := sess.Begin()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			if err != nil {
+				return
+			}
+			n++
+			err = sess.ProduceSync(context.Background(), &kgo.Record{Value: append([]byte("out-"), r.Value...), Partition: r.Partition}).FirstErr()
+		})
+		if killed == nil && moved >= total/3 {
+			// Kill the leader while this transaction's End is about to run.
+			old, movedAtKill = c.leader(), moved
+			killed = make(chan struct{})
+			go func() {
+				defer close(killed)
+				c.node(old).kill9()
+			}()
+		}
+		committed := false
+		if err == nil {
+			committed, err = sess.End(context.Background(), kgo.TryCommit)
+		}
+		if err != nil {
+			t.Logf("session %d: %v; a new session takes over", sessions, err)
+			sess.Close()
+			sess = newSession()
+			sessions++
+			continue
+		}
+		if committed {
+			moved += n
+		}
+	}
+	if killed == nil {
+		t.Fatal("the input drained before the leader was killed")
+	}
+	<-killed
+	t.Logf("leader node %d killed after %d records moved; %d sessions; input drained", old, movedAtKill, sessions)
+
+	// A last transaction writes "end" to every output partition.
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("cl-gts-end"),
+		kgo.DefaultProduceTopic(out), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	step(t, "commit the end records", time.Minute, func(ctx context.Context) error {
+		if err := p.BeginTransaction(); err != nil {
+			return err
+		}
+		for part := 0; part < clusterPartitions; part++ {
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("end"), Partition: int32(part)}).FirstErr(); err != nil {
+				return err
+			}
+		}
+		return p.EndTransaction(ctx, kgo.TryCommit)
+	})
+	got := readTxnValues(t, c, out, "read_committed", kgo.ReadCommitted())
+	counts := map[string]int{}
+	for _, v := range got {
+		counts[v]++
+	}
+	var problems []string
+	for i := 0; i < total; i++ {
+		if v := fmt.Sprintf("out-%05d", i); counts[v] != 1 {
+			problems = append(problems, fmt.Sprintf("%s x%d", v, counts[v]))
+		}
+	}
+	t.Logf("output: %d records read committed for %d inputs", len(got), total)
+	if len(got) != total || len(problems) > 0 {
+		t.Fatalf("%d records for %d inputs; %d not exactly once, e.g. %s", len(got), total, len(problems), firstN(problems, 20))
 	}
 }
