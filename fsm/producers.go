@@ -9,6 +9,7 @@ type ProducerInfo struct {
 	Epoch        int16
 	LastSequence int32 // of its last batch; -1 if it has none in this epoch
 	LastAppendMs int64 // the leader's time stamped into its last append
+	TxnStart     int64 // first offset of its open transaction here; -1 when none
 }
 
 // Producers lists the partition's idempotent producers by id.
@@ -17,7 +18,10 @@ func (p *Partition) Producers() []ProducerInfo {
 	defer p.prodMu.Unlock()
 	out := make([]ProducerInfo, 0, len(p.producers))
 	for id, ps := range p.producers {
-		pi := ProducerInfo{ID: id, Epoch: ps.epoch, LastSequence: -1, LastAppendMs: ps.lastTs}
+		pi := ProducerInfo{ID: id, Epoch: ps.epoch, LastSequence: -1, LastAppendMs: ps.lastTs, TxnStart: -1}
+		if first, ok := p.ongoing[id]; ok {
+			pi.TxnStart = first
+		}
 		if n := len(ps.recent); n > 0 {
 			pi.LastSequence = ps.recent[n-1].lastSeq
 		}

@@ -345,3 +345,39 @@ func TestTxnCommandsNeedTheirLevel(t *testing.T) {
 		t.Fatalf("Admit below LevelTransactions: %v", err)
 	}
 }
+
+// Two producers' transactions interleave in one partition: the last stable
+// offset is the first offset of the older open one, and each end moves it.
+func TestLastStableOffsetWithInterleavedTransactions(t *testing.T) {
+	h := newTxnHarness(t)
+	a, b := h.init("a", -1, -1), h.init("b", -1, -1)
+	for _, x := range []struct {
+		id string
+		r  *TxnResult
+	}{{"a", a}, {"b", b}} {
+		h.txn(&AddTxnPartitions{TxnProducer: h.prod(x.id, x.r), Partitions: []TopicPartition{{"t", 0}}})
+	}
+	part := h.f.Partition("t", 0)
+	h.produce(0, a.ProducerID, a.Epoch, 0, 2) // 0-1
+	h.produce(0, b.ProducerID, b.Epoch, 0, 2) // 2-3
+	h.produce(0, a.ProducerID, a.Epoch, 2, 1) // 4
+	if lso := part.LastStableOffset(); lso != 0 {
+		t.Fatalf("LSO %d, want 0 (a's first offset)", lso)
+	}
+	h.txn(&EndTxn{TxnProducer: h.prod("a", a), Commit: false}) // marker at 5
+	if lso := part.LastStableOffset(); lso != 2 {
+		t.Fatalf("LSO after a's abort %d, want 2 (b's first offset)", lso)
+	}
+	if got := part.AbortedTxns(0, 6); len(got) != 1 || got[0] != (AbortedTxn{a.ProducerID, 0, 5}) {
+		t.Fatalf("aborted %+v", got)
+	}
+	h.txn(&EndTxn{TxnProducer: h.prod("b", b), Commit: true}) // marker at 6
+	if lso, hw := part.LastStableOffset(), part.Log.Next(); lso != 7 || hw != 7 {
+		t.Fatalf("LSO %d HW %d after both ended, want 7 7", lso, hw)
+	}
+	// Retention past a's marker forgets its abort.
+	h.apply(&TrimLog{Topic: "t", Partition: 0, Start: 6})
+	if got := part.AbortedTxns(0, 7); len(got) != 0 {
+		t.Fatalf("aborted after the trim: %+v", got)
+	}
+}

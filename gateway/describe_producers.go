@@ -19,12 +19,13 @@ type ProducerState struct {
 	Epoch         int16
 	LastSequence  int32
 	LastTimestamp int64 // ms
+	TxnStart      int64 // first offset of its open transaction; -1 when none
 }
 
 // DescribeProducers reports the idempotence state the partition's leader
-// keeps (kgate has no transactions: no coordinator epoch, no open
-// transaction). A backend without such state (Iggy) has no producers to
-// report.
+// keeps and the start of each producer's open transaction (there is no
+// coordinator epoch: -1). A backend without such state (Iggy) has no
+// producers to report.
 func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
@@ -60,7 +61,7 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch = st.ID, int32(st.Epoch)
 					ap.LastSequence, ap.LastTimestamp = st.LastSequence, st.LastTimestamp
-					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, st.TxnStart
 					rp.ActiveProducers = append(rp.ActiveProducers, ap)
 				}
 			}

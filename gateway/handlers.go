@@ -61,6 +61,8 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[25] = handler{0, 3, s.handleAddOffsetsToTxn}
 		t[26] = handler{0, 3, s.handleEndTxn}
 		t[28] = handler{0, 3, s.handleTxnOffsetCommit}
+		t[65] = handler{0, 0, s.handleDescribeTransactions}
+		t[66] = handler{0, 1, s.handleListTransactions}
 	}
 	if s.cfg.SASL != nil {
 		// v0 is advertised because librdkafka requires it to see SASL at

@@ -42,10 +42,16 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			} else {
 				sp.Offset, sp.Timestamp, sp.ErrorCode = s.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp)
-				if rp.Timestamp == latestTimestamp && req.IsolationLevel == readCommitted && sp.ErrorCode == 0 && s.txnBackend != nil {
-					// read_committed reads up to the last stable offset.
+				if req.IsolationLevel == readCommitted && sp.ErrorCode == 0 && s.txnBackend != nil && rp.Timestamp != earliestTimestamp && rp.Timestamp != earliestLocalTimestamp {
+					// read_committed reads up to the last stable offset:
+					// latest is it, and a lookup finds nothing past it.
 					if lso, err := s.txnBackend.LastStableOffset(rt.Topic, rp.Partition); err == nil {
-						sp.Offset = lso
+						switch {
+						case rp.Timestamp == latestTimestamp:
+							sp.Offset = lso
+						case sp.Offset >= lso:
+							sp.Offset, sp.Timestamp = -1, -1
+						}
 					}
 				}
 			}

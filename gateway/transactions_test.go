@@ -269,6 +269,28 @@ func TestReadCommittedStopsAtLastStableOffset(t *testing.T) {
 	if p := fetch(0); p.LastStableOffset != 0 || len(decodeBatches(t, p.RecordBatches)) != 2 {
 		t.Fatalf("read_uncommitted with an open transaction: LSO %d", p.LastStableOffset)
 	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = "lso", []int32{0}
+	dp.Topics = append(dp.Topics, dpt)
+	if ps := c.do(dp).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers; len(ps) != 1 || ps[0].CurrentTxnStartOffset != 0 {
+		t.Fatalf("DescribeProducers with an open transaction from 0: %+v", ps)
+	}
+	listAt := func(level int8, ts int64) int64 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(8)
+		req.ReplicaID, req.IsolationLevel = -1, level
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lso"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.do(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset
+	}
+	if rc, ru := listAt(1, 0), listAt(0, 0); rc != -1 || ru != 0 {
+		t.Fatalf("ListOffsets by timestamp 0: read_committed %d read_uncommitted %d, want -1 and 0", rc, ru)
+	}
 	if rc, ru := listLatest(1), listLatest(0); rc != 0 || ru != 2 {
 		t.Fatalf("ListOffsets latest: read_committed %d read_uncommitted %d, want 0 and 2", rc, ru)
 	}
@@ -416,5 +438,53 @@ func TestGroupTransactSessionExactlyOnce(t *testing.T) {
 	}
 	if got := consumeUntilEnds(t, n.addr, "ctp-out", 2, kgo.ReadCommitted()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("output read committed (%d records, %d aborted on the way):\n%v\nwant\n%v", len(got), aborted, got, want)
+	}
+}
+
+// DescribeTransactions and ListTransactions, as kafka-transactions uses them.
+func TestDescribeAndListTransactions(t *testing.T) {
+	n := startGroupNode(t)
+	createTopic(t, n.addr, "dl", 2, nil)
+	c := dialRaw(t, n.addr)
+	ip := initTxn(t, c, 4, "tx-d", 10000, -1, -1)
+	for p := int32(1); p >= 0; p-- {
+		if code := addPartition(c, 3, "tx-d", ip.ProducerID, ip.ProducerEpoch, "dl", p); code != 0 {
+			t.Fatalf("AddPartitionsToTxn: %d", code)
+		}
+	}
+	initTxn(t, c, 4, "tx-idle", 10000, -1, -1)
+
+	dr := kmsg.NewPtrDescribeTransactionsRequest()
+	dr.TransactionalIDs = []string{"tx-d", "nope"}
+	states := c.do(dr).(*kmsg.DescribeTransactionsResponse).TransactionStates
+	if len(states) != 2 {
+		t.Fatalf("%d states", len(states))
+	}
+	d := states[0]
+	if d.ErrorCode != 0 || d.State != "Ongoing" || d.ProducerID != ip.ProducerID || d.TimeoutMillis != 10000 || d.StartTimestamp <= 0 ||
+		len(d.Topics) != 1 || d.Topics[0].Topic != "dl" || fmt.Sprint(d.Topics[0].Partitions) != "[0 1]" {
+		t.Fatalf("describe tx-d: %+v", d)
+	}
+	if states[1].ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("describe an unknown id: error %d, want TRANSACTIONAL_ID_NOT_FOUND", states[1].ErrorCode)
+	}
+	list := func(filters ...string) *kmsg.ListTransactionsResponse {
+		lr := kmsg.NewPtrListTransactionsRequest()
+		lr.SetVersion(1)
+		lr.StateFilters = filters
+		return c.do(lr).(*kmsg.ListTransactionsResponse)
+	}
+	ids := func(r *kmsg.ListTransactionsResponse) string {
+		var out []string
+		for _, s := range r.TransactionStates {
+			out = append(out, s.TransactionalID+"="+s.TransactionState)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(list()); got != "[tx-d=Ongoing tx-idle=Empty]" {
+		t.Fatalf("list: %s", got)
+	}
+	if r := list("Ongoing", "Bogus"); ids(r) != "[tx-d=Ongoing]" || fmt.Sprint(r.UnknownStateFilters) != "[Bogus]" {
+		t.Fatalf("list Ongoing: %s, unknown filters %v", ids(r), r.UnknownStateFilters)
 	}
 }

@@ -195,6 +195,35 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID i
 	return r.Codes, 0
 }
 
+// Describe returns a transactional id's state, as applied on the leader:
+// NOT_COORDINATOR elsewhere, TRANSACTIONAL_ID_NOT_FOUND for an unknown id.
+func (c *Coordinator) Describe(id string) (fsm.TxnView, int16) {
+	if code := c.Status(); code != 0 {
+		return fsm.TxnView{}, code
+	}
+	if id == "" {
+		return fsm.TxnView{}, kerr.InvalidRequest.Code
+	}
+	v, ok := c.fsm.Transaction(id)
+	if !ok {
+		return fsm.TxnView{}, kerr.TransactionalIDNotFound.Code
+	}
+	return v, 0
+}
+
+// List returns every transactional id's state on the leader, and nothing
+// elsewhere: Kafka's tools ask every broker and merge the answers, and the
+// leader is the one coordinator.
+func (c *Coordinator) List() []fsm.TxnView {
+	if c.Status() != 0 {
+		return nil
+	}
+	return c.fsm.Transactions()
+}
+
+// Now is the coordinator's clock.
+func (c *Coordinator) Now() time.Time { return c.cfg.Now() }
+
 // PendingOffsets is the set of a group's partitions whose offsets wait in
 // an ongoing transaction.
 func (c *Coordinator) PendingOffsets(group string) map[fsm.TopicPartition]bool {

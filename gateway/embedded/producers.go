@@ -13,7 +13,8 @@ func (b *Backend) Producers(topic string, p int32) ([]gateway.ProducerState, err
 	}
 	var out []gateway.ProducerState
 	for _, pi := range part.Producers() {
-		out = append(out, gateway.ProducerState{ID: pi.ID, Epoch: pi.Epoch, LastSequence: pi.LastSequence, LastTimestamp: pi.LastAppendMs})
+		out = append(out, gateway.ProducerState{ID: pi.ID, Epoch: pi.Epoch, LastSequence: pi.LastSequence, LastTimestamp: pi.LastAppendMs,
+			TxnStart: pi.TxnStart})
 	}
 	return out, nil
 }

@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Transactions on a three-node cluster: a franz-go transactional producer
 // commits and aborts interleaved transactions while the Raft leader (the
 // transaction coordinator and the leader of every partition) is killed
-// with SIGKILL. Afterwards a read_committed consumer must see exactly the
+// with SIGKILL, twice: once inside a transaction between its records and
+// its commit, once at whatever point the producer has reached. Afterwards a read_committed consumer must see exactly the
 // records of committed transactions, every one once, and none of an
 // aborted one; a transaction whose end the producer could not learn must
 // be visible whole or not at all; a read_uncommitted consumer sees every
@@ -22,7 +28,7 @@ import (
 
 const (
 	txnBeforeKill = 8 // transactions decided before the kill
-	txnAfterKill  = 8 // transactions decided after it
+	txnAfterKill  = 8 // transactions decided after it, and after the second kill
 	txnRecords    = 6 // records per transaction, spread over the partitions
 )
 
@@ -70,6 +76,8 @@ func TestClusterTransactionsLeaderKill9(t *testing.T) {
 	// run decides one transaction; on any failure it recovers the way an
 	// application does: a new producer with the same transactional id,
 	// whose InitProducerId fences the old one and aborts what it left open.
+	// midway, when set, runs after the third record of a transaction.
+	var midway func()
 	run := func(i int, commit bool) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -89,6 +97,10 @@ func TestClusterTransactionsLeaderKill9(t *testing.T) {
 				return fail(fmt.Errorf("produce %s: %w", v, err))
 			}
 			log.acked[v] = true
+			if j == 2 && midway != nil {
+				midway()
+				midway = nil
+			}
 		}
 		if commit {
 			outcome = txnUnknown
@@ -155,6 +167,26 @@ func TestClusterTransactionsLeaderKill9(t *testing.T) {
 		t.Logf("the open transaction committed through the new leader %v after the kill", time.Since(at).Round(time.Millisecond))
 	}
 	decide(txnAfterKill)
+
+	// The killed node comes back; then the new leader is killed while
+	// transactions run: the kill lands wherever the producer is (its last
+	// records, AddPartitionsToTxn, EndTxn), so a commit's outcome may be
+	// unknown to it, and must then be all or nothing.
+	c.node(old).start()
+	c.waitFormed(c.ids()...)
+	second := c.leader()
+	killed := make(chan struct{})
+	killedIn := -1
+	midway = func() {
+		killedIn = next
+		go func() {
+			defer close(killed)
+			c.node(second).kill9()
+		}()
+	}
+	decide(txnAfterKill)
+	<-killed
+	t.Logf("leader node %d killed (SIGKILL) while transaction %d ran", second, killedIn)
 
 	// A last committed transaction writes "end" to every partition: a
 	// read_committed consumer that has read it has read everything before.
@@ -274,4 +306,244 @@ func readTxnValues(t *testing.T, c *kgateCluster, topic, name string, level kgo.
 		return nil
 	})
 	return out
+}
+
+// TestTransactionsDoc runs the commands of docs/transactions.md's "Try it"
+// exactly as written on a `make run` cluster: librdkafka's transactional
+// producer commits one transaction and aborts another; kcat read_committed
+// prints the committed record only, read_uncommitted both.
+func TestTransactionsDoc(t *testing.T) {
+	root := repoRoot(t)
+	doc := readFile(t, filepath.Join(root, "docs", "transactions.md"))
+	// The doc's python3 is one with confluent-kafka (Debian's
+	// python3-confluent-kafka, as test/clients uses).
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		t.Fatalf("%s cannot import confluent_kafka: %v (%s)", py, err, installHint)
+	}
+	pyDir := t.TempDir()
+	if err := os.Symlink(py, filepath.Join(pyDir, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "export PATH=%s:\"$PATH\"\n", shellQuote(pyDir))
+	b.WriteString("echo '+ producer'\n" + strings.Join(shBlockAfter(t, doc, "## Try it", 0), "\n") + "\n")
+	for _, c := range shBlockAfter(t, doc, "## Try it", 1) {
+		fmt.Fprintf(&b, "echo %s\n%s\n", shellQuote("+ "+c), c)
+	}
+	out := runMakeRunScript(t, root, b.String())
+	_, consumers, ok := strings.Cut(out, "+ kcat")
+	if !ok {
+		t.Fatalf("no kcat in the output:\n%s", out)
+	}
+	committed, uncommitted, ok := strings.Cut(consumers, "+ kcat")
+	if !ok {
+		t.Fatalf("one kcat in the output:\n%s", out)
+	}
+	lines := func(s string) []string {
+		var out []string
+		for _, l := range strings.Split(s, "\n")[1:] { // after the echoed command
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if got := lines(committed); fmt.Sprint(got) != "[committed]" {
+		t.Errorf("read_committed printed %q, want only \"committed\"", got)
+	}
+	if got := lines(uncommitted); fmt.Sprint(got) != "[committed aborted]" {
+		t.Errorf("read_uncommitted printed %q, want \"committed\" and \"aborted\"", got)
+	}
+}
+
+// TestJavaTransactions runs the Java KafkaProducer with a transactional.id
+// (test/clients/java TxnMain): a commit, an abort, and a zombie producer
+// fenced by a second one with the same id. A read_committed consumer reads
+// exactly the committed records. With --backend iggy the producer is
+// refused, fatally, at initTransactions.
+func TestJavaTransactions(t *testing.T) {
+	dir := clientsDir(t, "java")
+	jar := filepath.Join(dir, "target", "kgate-e2e-java.jar")
+	requireCommand(t, "java", dir, "java", "-version")
+	requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
+	requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
+	srv := startKgate(t)
+	topic := fmt.Sprintf("java-txn-%d", time.Now().UnixNano()%1e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "java", "-cp", jar, "kgate.e2e.TxnMain", srv.bootstrap(), topic).Output()
+	result := lastLine(string(out))
+	t.Logf("TxnMain: %s", result)
+	if iggyMode() {
+		// FindCoordinator TRANSACTION answers UNSUPPORTED_VERSION, which
+		// the Java producer raises before it sends InitProducerId.
+		if err == nil || !strings.Contains(result, "UnsupportedVersion") && !strings.Contains(result, "TransactionalIdAuthorization") {
+			t.Fatalf("with --backend iggy the transactional producer must be refused: %v, %s", err, result)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("TxnMain: %v", err)
+	}
+	for _, want := range []string{
+		`"zombie_commit": "ProducerFencedException"`,
+		`"read_committed": "[committed-1, committed-2]"`,
+		`"read_uncommitted": "[committed-1, aborted-1, zombie-open, committed-2]"`,
+		`"ok": true`,
+	} {
+		if !strings.Contains(result, want) {
+			t.Errorf("TxnMain's result lacks %s", want)
+		}
+	}
+}
+
+// TestClusterGroupTransactSessionLeaderKill9: consume-transform-produce with
+// franz-go's GroupTransactSession on three nodes, the leader (group and
+// transaction coordinator) killed with SIGKILL mid-run. A session whose End
+// fails is replaced by a new one with the same transactional id, as
+// franz-go prescribes. Every input record must appear exactly once in the
+// output, read committed.
+func TestClusterGroupTransactSessionLeaderKill9(t *testing.T) {
+	const total = 600
+	c := startCluster(t)
+	suffix := time.Now().UnixNano() % 1e9
+	in, out := fmt.Sprintf("cl-gts-in-%d", suffix), fmt.Sprintf("cl-gts-out-%d", suffix)
+	group := fmt.Sprintf("cl-gts-%d", suffix)
+	createClusterTopic(t, c, in)
+	createClusterTopic(t, c, out)
+	admCl, adm := c.adminClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	step(t, fmt.Sprintf("produce %d input records", total), time.Minute, func(ctx context.Context) error {
+		for i := 0; i < total; i++ {
+			admCl.Produce(ctx, &kgo.Record{Topic: in, Partition: int32(i % clusterPartitions), Value: []byte(fmt.Sprintf("%05d", i))}, nil)
+		}
+		return admCl.Flush(ctx)
+	})
+	ends, err := adm.ListEndOffsets(context.Background(), in)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("input end offsets: %v %v", err, ends.Error())
+	}
+	drained := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		done := true
+		ends.Each(func(e kadm.ListedOffset) {
+			if o, ok := offs.Lookup(in, e.Partition); !ok || o.At < e.Offset {
+				done = false
+			}
+		})
+		return done
+	}
+	newSession := func() *kgo.GroupTransactSession {
+		opts := append([]kgo.Opt{
+			kgo.SeedBrokers(c.bootstrap()...),
+			kgo.TransactionalID("cl-gts"),
+			kgo.ConsumerGroup(group),
+			kgo.ConsumeTopics(in),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.DefaultProduceTopic(out),
+			kgo.TransactionTimeout(20 * time.Second),
+		}, clKgoDebugOpts(t, "gts")...)
+		s, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sess := newSession()
+	defer func() { sess.Close() }()
+
+	moved, sessions := 0, 1
+	var killed chan struct{}
+	old, movedAtKill := int32(-1), 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for !drained() {
+		if time.Now().After(deadline) {
+			t.Fatalf("input not drained within 3 minutes (%d records moved in committed transactions, %d sessions)", moved, sessions)
+		}
+		pollCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := sess.PollRecords(pollCtx, 40)
+		cancel()
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		err := sess.Begin()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			if err != nil {
+				return
+			}
+			n++
+			err = sess.ProduceSync(context.Background(), &kgo.Record{Value: append([]byte("out-"), r.Value...), Partition: r.Partition}).FirstErr()
+		})
+		if killed == nil && moved >= total/3 {
+			// Kill the leader while this transaction's End is about to run.
+			old, movedAtKill = c.leader(), moved
+			killed = make(chan struct{})
+			go func() {
+				defer close(killed)
+				c.node(old).kill9()
+			}()
+		}
+		committed := false
+		if err == nil {
+			committed, err = sess.End(context.Background(), kgo.TryCommit)
+		}
+		if err != nil {
+			t.Logf("session %d: %v; a new session takes over", sessions, err)
+			sess.Close()
+			sess = newSession()
+			sessions++
+			continue
+		}
+		if committed {
+			moved += n
+		}
+	}
+	if killed == nil {
+		t.Fatal("the input drained before the leader was killed")
+	}
+	<-killed
+	t.Logf("leader node %d killed after %d records moved; %d sessions; input drained", old, movedAtKill, sessions)
+
+	// A last transaction writes "end" to every output partition.
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("cl-gts-end"),
+		kgo.DefaultProduceTopic(out), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	step(t, "commit the end records", time.Minute, func(ctx context.Context) error {
+		if err := p.BeginTransaction(); err != nil {
+			return err
+		}
+		for part := 0; part < clusterPartitions; part++ {
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("end"), Partition: int32(part)}).FirstErr(); err != nil {
+				return err
+			}
+		}
+		return p.EndTransaction(ctx, kgo.TryCommit)
+	})
+	got := readTxnValues(t, c, out, "read_committed", kgo.ReadCommitted())
+	counts := map[string]int{}
+	for _, v := range got {
+		counts[v]++
+	}
+	var problems []string
+	for i := 0; i < total; i++ {
+		if v := fmt.Sprintf("out-%05d", i); counts[v] != 1 {
+			problems = append(problems, fmt.Sprintf("%s x%d", v, counts[v]))
+		}
+	}
+	t.Logf("output: %d records read committed for %d inputs", len(got), total)
+	if len(got) != total || len(problems) > 0 {
+		t.Fatalf("%d records for %d inputs; %d not exactly once, e.g. %s", len(got), total, len(problems), firstN(problems, 20))
+	}
 }
