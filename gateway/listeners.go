@@ -48,18 +48,19 @@ func (s *Server) localizeEndpoints(resp kmsg.Response, listener string) {
 		host, port := brokerAddr(n)
 		return host, port, true
 	}
+	// endpoint relocates one broker entry, reporting whether to keep it.
+	endpoint := func(id int32, host *string, port *int32) bool {
+		h, p, ok := addr(id)
+		*host, *port = h, p
+		return ok
+	}
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		kept := r.Brokers[:0]
 		listed := map[int32]bool{}
-		for _, b := range r.Brokers {
-			if host, port, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = host, port
-				kept = append(kept, b)
-				listed[b.NodeID] = true
-			}
-		}
-		r.Brokers = kept
+		r.Brokers = keepBrokers(r.Brokers, func(b *kmsg.MetadataResponseBroker) bool {
+			listed[b.NodeID] = endpoint(b.NodeID, &b.Host, &b.Port)
+			return listed[b.NodeID]
+		})
 		for ti := range r.Topics {
 			for pi := range r.Topics[ti].Partitions {
 				p := &r.Topics[ti].Partitions[pi]
@@ -69,53 +70,35 @@ func (s *Server) localizeEndpoints(resp kmsg.Response, listener string) {
 			}
 		}
 	case *kmsg.FindCoordinatorResponse:
-		if r.Version < 4 {
-			if r.ErrorCode == 0 {
-				if host, port, ok := addr(r.NodeID); ok {
-					r.Host, r.Port = host, port
-				} else {
-					r.ErrorCode, r.NodeID, r.Host, r.Port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
-				}
+		coordinator := func(code *int16, id *int32, host *string, port *int32) {
+			if *code == 0 && !endpoint(*id, host, port) {
+				*code, *id, *host, *port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
 			}
+		}
+		if r.Version < 4 {
+			coordinator(&r.ErrorCode, &r.NodeID, &r.Host, &r.Port)
 			return
 		}
 		for i := range r.Coordinators {
 			c := &r.Coordinators[i]
-			if c.ErrorCode != 0 {
-				continue
-			}
-			if host, port, ok := addr(c.NodeID); ok {
-				c.Host, c.Port = host, port
-			} else {
-				c.ErrorCode, c.NodeID, c.Host, c.Port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
-			}
+			coordinator(&c.ErrorCode, &c.NodeID, &c.Host, &c.Port)
 		}
 	case *kmsg.DescribeClusterResponse:
-		kept := r.Brokers[:0]
-		for _, b := range r.Brokers {
-			if host, port, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = host, port
-				kept = append(kept, b)
-			}
-		}
-		r.Brokers = kept
+		r.Brokers = keepBrokers(r.Brokers, func(b *kmsg.DescribeClusterResponseBroker) bool { return endpoint(b.NodeID, &b.Host, &b.Port) })
 	case *kmsg.ProduceResponse:
-		kept := r.Brokers[:0]
-		for _, b := range r.Brokers {
-			if host, port, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = host, port
-				kept = append(kept, b)
-			}
-		}
-		r.Brokers = kept
+		r.Brokers = keepBrokers(r.Brokers, func(b *kmsg.ProduceResponseBroker) bool { return endpoint(b.NodeID, &b.Host, &b.Port) })
 	case *kmsg.FetchResponse:
-		kept := r.Brokers[:0]
-		for _, b := range r.Brokers {
-			if host, port, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = host, port
-				kept = append(kept, b)
-			}
-		}
-		r.Brokers = kept
+		r.Brokers = keepBrokers(r.Brokers, func(b *kmsg.FetchResponseBroker) bool { return endpoint(b.NodeID, &b.Host, &b.Port) })
 	}
+}
+
+// keepBrokers keeps, in place, the entries keep (which may edit them) says to.
+func keepBrokers[T any](bs []T, keep func(*T) bool) []T {
+	kept := bs[:0]
+	for i := range bs {
+		if keep(&bs[i]) {
+			kept = append(kept, bs[i])
+		}
+	}
+	return kept
 }
