@@ -204,8 +204,20 @@ func (c *CommitOffsets) encode(e *enc) {
 	e.i32(c.Generation)
 	e.i64(c.NowMs)
 	e.i32(c.MaxGroups)
-	e.uvar(uint64(len(c.Offsets)))
-	for _, o := range c.Offsets {
+	encodeOffsetCommits(e, c.Offsets)
+}
+
+func decodeCommitOffsets(d *dec) *CommitOffsets {
+	c := &CommitOffsets{Group: d.str(), MemberID: d.str(), InstanceID: d.str(), Generation: d.i32(), NowMs: d.i64(), MaxGroups: d.i32()}
+	c.Offsets = decodeOffsetCommits(d)
+	return c
+}
+
+// encodeOffsetCommits writes a list of offsets as CommitOffsets and
+// TxnCommitOffsets carry them.
+func encodeOffsetCommits(e *enc, offsets []OffsetCommit) {
+	e.uvar(uint64(len(offsets)))
+	for _, o := range offsets {
 		e.str(o.Topic)
 		e.i32(o.Partition)
 		e.i64(o.Offset)
@@ -214,13 +226,13 @@ func (c *CommitOffsets) encode(e *enc) {
 	}
 }
 
-func decodeCommitOffsets(d *dec) *CommitOffsets {
-	c := &CommitOffsets{Group: d.str(), MemberID: d.str(), InstanceID: d.str(), Generation: d.i32(), NowMs: d.i64(), MaxGroups: d.i32()}
+func decodeOffsetCommits(d *dec) []OffsetCommit {
+	var out []OffsetCommit
 	n := d.count(17)
 	for i := 0; i < n && d.err == nil; i++ {
-		c.Offsets = append(c.Offsets, OffsetCommit{Topic: d.str(), Partition: d.i32(), Offset: d.i64(), LeaderEpoch: d.i32(), Metadata: d.str()})
+		out = append(out, OffsetCommit{Topic: d.str(), Partition: d.i32(), Offset: d.i64(), LeaderEpoch: d.i32(), Metadata: d.str()})
 	}
-	return c
+	return out
 }
 
 // DeleteGroups deletes empty groups and their offsets.

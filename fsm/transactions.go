@@ -196,23 +196,13 @@ func (c *TxnCommitOffsets) encode(e *enc) {
 	e.str(c.InstanceID)
 	e.i32(c.Generation)
 	e.i32(c.MaxGroups)
-	e.uvar(uint64(len(c.Offsets)))
-	for _, o := range c.Offsets {
-		e.str(o.Topic)
-		e.i32(o.Partition)
-		e.i64(o.Offset)
-		e.i32(o.LeaderEpoch)
-		e.str(o.Metadata)
-	}
+	encodeOffsetCommits(e, c.Offsets)
 }
 
 func decodeTxnCommitOffsets(d *dec) *TxnCommitOffsets {
 	c := &TxnCommitOffsets{TxnProducer: decodeTxnProducer(d), Group: d.str(), MemberID: d.str(), InstanceID: d.str(),
 		Generation: d.i32(), MaxGroups: d.i32()}
-	n := d.count(18)
-	for i := 0; i < n && d.err == nil; i++ {
-		c.Offsets = append(c.Offsets, OffsetCommit{Topic: d.str(), Partition: d.i32(), Offset: d.i64(), LeaderEpoch: d.i32(), Metadata: d.str()})
-	}
+	c.Offsets = decodeOffsetCommits(d)
 	return c
 }
 
