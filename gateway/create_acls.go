@@ -29,11 +29,8 @@ func (s *Server) handleCreateAcls(ctx context.Context, r *Request) Reply {
 		}
 		return now(resp)
 	}
-	if s.cfg.Authorizer == nil {
-		return failAll(kerr.SecurityDisabled, "No Authorizer is configured.")
-	}
-	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
-		return failAll(kerr.ClusterAuthorizationFailed, "")
+	if e, msg := s.aclChangeRefused(r); e != nil {
+		return failAll(e, msg)
 	}
 	return later(func() kmsg.Response {
 		return s.viaLeader(ctx, r, func() kmsg.Response { return s.createACLs(ctx, req) })
@@ -90,4 +87,17 @@ func aclProposalCode(err error) int16 {
 		return kerr.UnsupportedVersion.Code // a voter still runs a kgate without ACLs
 	}
 	return kerr.RequestTimedOut.Code
+}
+
+// aclChangeRefused is why a CreateAcls or DeleteAcls is refused as a
+// whole, if it is: no authorizer (as a Kafka broker without one), or no
+// ALTER on the cluster.
+func (s *Server) aclChangeRefused(r *Request) (*kerr.Error, string) {
+	if s.cfg.Authorizer == nil {
+		return kerr.SecurityDisabled, "No Authorizer is configured."
+	}
+	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
+		return kerr.ClusterAuthorizationFailed, ""
+	}
+	return nil, ""
 }

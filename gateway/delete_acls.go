@@ -29,11 +29,8 @@ func (s *Server) handleDeleteAcls(ctx context.Context, r *Request) Reply {
 		}
 		return now(resp)
 	}
-	if s.cfg.Authorizer == nil {
-		return failAll(kerr.SecurityDisabled, "No Authorizer is configured.")
-	}
-	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
-		return failAll(kerr.ClusterAuthorizationFailed, "")
+	if e, msg := s.aclChangeRefused(r); e != nil {
+		return failAll(e, msg)
 	}
 	return later(func() kmsg.Response {
 		return s.viaLeader(ctx, r, func() kmsg.Response { return s.deleteACLs(ctx, req) })
