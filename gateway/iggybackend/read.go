@@ -164,7 +164,7 @@ func (b *Backend) watchLoop() {
 func (b *Backend) refreshBounds(ctx context.Context, t *topic) error {
 	b.mu.RLock()
 	stream, topicID := t.streamID(), t.topicID()
-	parts := t.parts
+	parts, info := t.parts, t.info // refresh updates info under b.mu
 	b.mu.RUnlock()
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
@@ -172,7 +172,7 @@ func (b *Backend) refreshBounds(ctx context.Context, t *topic) error {
 	if err != nil {
 		return err
 	}
-	if !found || !b.sameTopic(t.info, td.Topic) || len(td.Partitions) != len(parts) {
+	if !found || !b.sameTopic(info, td.Topic) || len(td.Partitions) != len(parts) {
 		return b.refresh(ctx) // deleted, re-created or re-partitioned
 	}
 	now := b.now()
