@@ -175,6 +175,12 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return flushTLS(c.nc)
+	}
 	var out []byte
 	for p := range queue {
 		resp := p.reply.resp
@@ -184,7 +190,7 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			default:
 				// Send what is buffered before waiting, so earlier answers
 				// don't sit behind a long poll or a commit.
-				if err := bw.Flush(); err != nil {
+				if err := flush(); err != nil {
 					return
 				}
 				select {
@@ -213,7 +219,7 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			return
 		}
 		if len(queue) == 0 {
-			if err := bw.Flush(); err != nil {
+			if err := flush(); err != nil {
 				return
 			}
 		}
@@ -221,5 +227,5 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			out = nil // don't pin a large fetch buffer to an idle connection
 		}
 	}
-	bw.Flush()
+	flush()
 }

@@ -208,7 +208,7 @@ func (s *Server) Listen() error {
 			return err
 		}
 		if l.TLS != nil {
-			ln = tls.NewListener(ln, l.TLS)
+			ln = tlsListener{Listener: ln, config: l.TLS}
 		}
 		s.lns = append(s.lns, boundListener{Listener: l, ln: ln})
 	}
@@ -366,6 +366,9 @@ func (c *conn) handshake(ctx context.Context) bool {
 		hctx, cancel := context.WithTimeout(ctx, c.s.cfg.ReadTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
+		if b, ok := tc.NetConn().(*recordBatcher); ok && err == nil {
+			b.handshook.Store(true)
+		}
 		c.nc.SetDeadline(time.Time{})
 		if err != nil {
 			// A plaintext client on a TLS listener ends here too.
