@@ -16,6 +16,16 @@ type Request struct {
 // (login) frames always carry request 0 and session 0 (§2). h is ignored
 // for Legacy.
 func (req Request) Frame(d Dialect, h RequestHeader) ([]byte, error) {
+	f, err := req.header(d, h)
+	if err != nil {
+		return nil, err
+	}
+	return append(f, req.Body...), nil
+}
+
+// header is the frame without its body: what is sent before req.Body,
+// which then goes to the socket as it is, not copied into a frame.
+func (req Request) header(d Dialect, h RequestHeader) ([]byte, error) {
 	switch d {
 	case Current:
 		h.Operation = req.Operation
@@ -23,9 +33,9 @@ func (req Request) Frame(d Dialect, h RequestHeader) ([]byte, error) {
 		if h.Operation == OpRegister {
 			h.Request, h.Session = 0, 0
 		}
-		return EncodeRequest(h, req.Body)
+		return encodeRequestHeader(h, len(req.Body))
 	case Legacy:
-		return EncodeLegacyRequest(req.Code, req.Body)
+		return encodeLegacyHeader(req.Code, len(req.Body))
 	}
 	return nil, d.valid()
 }

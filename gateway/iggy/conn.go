@@ -320,20 +320,20 @@ func (c *Conn) Do(ctx context.Context, req Request) (*Reply, error) {
 	}
 	stop := c.deadline(ctx)
 	defer stop()
-	var frame []byte
+	var hdr []byte
 	var id uint64
 	var err error
 	if c.dialect == Current {
 		id = c.requestID(req)
-		frame, err = req.Frame(Current, RequestHeader{Client: c.client, Request: id, Session: c.session})
+		hdr, err = req.header(Current, RequestHeader{Client: c.client, Request: id, Session: c.session})
 	} else {
-		frame, err = req.Frame(Legacy, RequestHeader{})
+		hdr, err = req.header(Legacy, RequestHeader{})
 	}
 	if err != nil {
 		return nil, err
 	}
 	for {
-		r, err := c.roundTrip(frame, id)
+		r, err := c.roundTrip(hdr, req.Body, id)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				err = fmt.Errorf("%w (%v)", ctxErr, err)
@@ -375,8 +375,8 @@ func resultFramed(req Request) bool {
 	return op == OpRegister || (op >= 128 && op < 160) || op == OpStoreConsumerOffset || op == OpDeleteConsumerOffset
 }
 
-func (c *Conn) roundTrip(frame []byte, id uint64) (*Reply, error) {
-	if _, err := c.nc.Write(frame); err != nil {
+func (c *Conn) roundTrip(hdr, body []byte, id uint64) (*Reply, error) {
+	if err := c.send(hdr, body); err != nil {
 		c.fail(err)
 		return nil, fmt.Errorf("%w: %w", ErrConnClosed, err)
 	}
@@ -394,6 +394,18 @@ func (c *Conn) roundTrip(frame []byte, id uint64) (*Reply, error) {
 		c.fail(CodeError(r.Status))
 	}
 	return r, nil
+}
+
+// send writes a frame's header and body; a small body is appended to the
+// header (one write), a large one follows it in the same writev.
+func (c *Conn) send(hdr, body []byte) error {
+	if len(body) <= cap(hdr)-len(hdr) {
+		_, err := c.nc.Write(append(hdr, body...))
+		return err
+	}
+	bufs := net.Buffers{hdr, body}
+	_, err := bufs.WriteTo(c.nc)
+	return err
 }
 
 // dropsSession reports statuses after which the connection is not reused:

@@ -109,8 +109,18 @@ type RequestHeader struct {
 
 // EncodeRequest builds a current-dialect request frame: header + body.
 func EncodeRequest(h RequestHeader, body []byte) ([]byte, error) {
-	if len(body) > MaxFrameSize-HeaderSize {
-		return nil, fmt.Errorf("%w: body of %d bytes", ErrFrameTooLarge, len(body))
+	f, err := encodeRequestHeader(h, len(body))
+	if err != nil {
+		return nil, err
+	}
+	return append(f, body...), nil
+}
+
+// encodeRequestHeader is the header of a current-dialect request frame
+// whose body of bodyLen bytes follows it on the wire.
+func encodeRequestHeader(h RequestHeader, bodyLen int) ([]byte, error) {
+	if bodyLen > MaxFrameSize-HeaderSize {
+		return nil, fmt.Errorf("%w: body of %d bytes", ErrFrameTooLarge, bodyLen)
 	}
 	if h.Operation == 0 {
 		return nil, fmt.Errorf("%w: operation 0", ErrInvalidArgument)
@@ -118,8 +128,8 @@ func EncodeRequest(h RequestHeader, body []byte) ([]byte, error) {
 	if h.Client == ([16]byte{}) {
 		return nil, fmt.Errorf("%w: client id 0", ErrInvalidArgument)
 	}
-	f := make([]byte, HeaderSize+len(body))
-	binary.LittleEndian.PutUint32(f[48:], uint32(HeaderSize+len(body)))
+	f := make([]byte, HeaderSize, HeaderSize+min(bodyLen, 4096))
+	binary.LittleEndian.PutUint32(f[48:], uint32(HeaderSize+bodyLen))
 	f[60] = FrameRequest
 	copy(f[128:144], h.Client[:])
 	binary.LittleEndian.PutUint64(f[168:], h.Request)
@@ -128,22 +138,30 @@ func EncodeRequest(h RequestHeader, body []byte) ([]byte, error) {
 	if h.Operation == OpNonReplicated {
 		binary.LittleEndian.PutUint32(f[196:], h.Code)
 	}
-	copy(f[HeaderSize:], body)
 	return f, nil
 }
 
 // EncodeLegacyRequest builds a legacy request frame: [length][code][payload].
 func EncodeLegacyRequest(code uint32, payload []byte) ([]byte, error) {
-	if code != CodeSendMessages && len(payload) > LegacyMaxPayload {
-		return nil, fmt.Errorf("%w: payload of %d bytes", ErrFrameTooLarge, len(payload))
+	f, err := encodeLegacyHeader(code, len(payload))
+	if err != nil {
+		return nil, err
 	}
-	if uint64(len(payload))+4 > 0xFFFFFFFF {
-		return nil, fmt.Errorf("%w: payload of %d bytes", ErrFrameTooLarge, len(payload))
+	return append(f, payload...), nil
+}
+
+// encodeLegacyHeader is the [length][code] a legacy payload of payloadLen
+// bytes follows.
+func encodeLegacyHeader(code uint32, payloadLen int) ([]byte, error) {
+	if code != CodeSendMessages && payloadLen > LegacyMaxPayload {
+		return nil, fmt.Errorf("%w: payload of %d bytes", ErrFrameTooLarge, payloadLen)
 	}
-	f := make([]byte, 8+len(payload))
-	binary.LittleEndian.PutUint32(f[0:], uint32(4+len(payload)))
+	if uint64(payloadLen)+4 > 0xFFFFFFFF {
+		return nil, fmt.Errorf("%w: payload of %d bytes", ErrFrameTooLarge, payloadLen)
+	}
+	f := make([]byte, 8, 8+min(payloadLen, 4096))
+	binary.LittleEndian.PutUint32(f[0:], uint32(4+payloadLen))
 	binary.LittleEndian.PutUint32(f[4:], code)
-	copy(f[8:], payload)
 	return f, nil
 }
 

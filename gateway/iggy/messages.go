@@ -166,6 +166,13 @@ const (
 // SendMessages encodes code 101 (Current operation 160 with a checksummed
 // batch, §6; Legacy with an index and 64-byte headers, §13.7).
 func SendMessages(d Dialect, stream, topic Identifier, p Partitioning, msgs []Message) (Request, error) {
+	return AppendSendMessages(nil, d, stream, topic, p, msgs)
+}
+
+// AppendSendMessages is SendMessages encoding the body into buf's storage
+// when it is large enough (the caller may then reuse it once the request
+// is sent).
+func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Partitioning, msgs []Message) (Request, error) {
 	if err := d.valid(); err != nil {
 		return Request{}, err
 	}
@@ -212,7 +219,10 @@ func SendMessages(d Dialect, stream, topic Identifier, p Partitioning, msgs []Me
 	} else if bodyLen > math.MaxUint32-4 {
 		return Request{}, fmt.Errorf("%w: SendMessages body of %d bytes", ErrFrameTooLarge, bodyLen)
 	}
-	w := &writer{b: make([]byte, 0, bodyLen)}
+	w := &writer{b: buf[:0]}
+	if uint64(cap(buf)) < bodyLen {
+		w.b = make([]byte, 0, bodyLen)
+	}
 	w.u32(uint32(len(meta.b)))
 	w.bytes(meta.b)
 
