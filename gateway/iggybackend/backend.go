@@ -88,6 +88,8 @@ type Backend struct {
 	// counts partitions found to have gone back (partition.wentBack).
 	streamSeen atomic.Bool
 	lost       atomic.Int64
+	aheadSlots chan struct{} // one token per read-ahead in flight
+	aheadKept  []keptAhead   // read-aheads started, oldest first; under life
 }
 
 var _ gateway.Backend = (*Backend)(nil)
@@ -158,7 +160,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg: cfg, log: cfg.Log, client: cfg.Client, ids: newIDSource(),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{},
 		ctx: ctx, cancel: cancel, now: time.Now, kick: make(chan struct{}, 1),
-		misses: map[string]time.Time{},
+		misses: map[string]time.Time{}, aheadSlots: make(chan struct{}, readAheads),
 	}, nil
 }
 

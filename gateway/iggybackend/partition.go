@@ -25,6 +25,7 @@ type partition struct {
 	queue     []*sendItem
 	sending   bool
 	producers map[int64]*producer
+	ahead     *readAhead // the poll started for the next read, if any
 
 	// lost counts the times the partition's next offset went back (see
 	// wentBack); the sender drops its producer state when it moves.

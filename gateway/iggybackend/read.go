@@ -55,10 +55,12 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 		return res, kerr.OffsetOutOfRange
 	}
 	count := min(max(maxBytes/int(max(p.avgSize.Load(), 1))+1, 1), maxPollCount)
-	r, err := b.poll(ctx, t, p, iggy.PollOffset, uint64(max(offset, 0)), count)
-	if err != nil {
-		b.noteError("poll", name, part, err)
-		return res, kafkaError(err)
+	r, ahead := p.takeReadAhead(ctx, t, offset)
+	if !ahead {
+		if r, err = b.poll(ctx, t, p, iggy.PollOffset, uint64(max(offset, 0)), count); err != nil {
+			b.noteError("poll", name, part, err)
+			return res, kafkaError(err)
+		}
 	}
 	msgs := r.Messages
 	for len(msgs) > 0 && int64(msgs[0].Offset) < offset {
@@ -113,6 +115,14 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	}
 	if n := len(r.Messages); n > 0 {
 		p.avgSize.Store(max(int64(size/max(n, 1)), 16))
+	}
+	next := int64(r.Messages[len(r.Messages)-1].Offset) + 1
+	if len(msgs) > 0 {
+		next = int64(msgs[0].Offset) // polled, but not in this answer
+	}
+	if next < end && maxBytes <= readAheadMaxBytes {
+		// A consumer reading through a backlog asks for next.
+		b.startReadAhead(t, p, next, count)
 	}
 	res.Records = out
 	return res, nil

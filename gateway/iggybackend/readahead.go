@@ -1,0 +1,101 @@
+package iggybackend
+
+import (
+	"context"
+
+	"github.com/kgate/kgate/gateway/iggy"
+)
+
+// A partition's read-ahead: when a read fills its answer, the poll for the
+// next one starts at once, so Iggy's round trip overlaps the client's
+// handling of this answer instead of following its next Fetch. Messages
+// once stored do not change, so a read-ahead is used whenever the next
+// read asks for the offset it starts at, from the same topic (not one
+// deleted and re-created meanwhile) and nothing in the partition went back.
+type readAhead struct {
+	t      *topic
+	offset int64
+	lost   int64
+	done   chan struct{}
+	r      *iggy.PolledMessages
+	err    error
+}
+
+const (
+	// readAheads bounds the read-aheads in flight, so that they never take
+	// every Iggy connection from produces and other reads.
+	readAheads = 4
+	// readAheadsKept bounds the read-aheads held for reads to come: one
+	// not taken (its consumer went away) is dropped once this many newer
+	// ones were started.
+	readAheadsKept = 16
+	// readAheadMaxBytes bounds the answers read ahead for (a Fetch's
+	// partition limit is 1 MiB by default), and so what a read-ahead holds.
+	readAheadMaxBytes = 8 << 20
+)
+
+// keptAhead is a read-ahead started, in Backend.aheadKept (under
+// Backend.life).
+type keptAhead struct {
+	p  *partition
+	ra *readAhead
+}
+
+// startReadAhead polls count messages from offset in the background for
+// p's next read, unless readAheads are running or the backend is closing.
+func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int) {
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.closing {
+		return
+	}
+	select {
+	case b.aheadSlots <- struct{}{}:
+	default:
+		return
+	}
+	ra := &readAhead{t: t, offset: offset, lost: p.lost.Load(), done: make(chan struct{})}
+	p.mu.Lock()
+	p.ahead = ra
+	p.mu.Unlock()
+	b.aheadKept = append(b.aheadKept, keptAhead{p, ra})
+	if len(b.aheadKept) > readAheadsKept {
+		old := b.aheadKept[0]
+		b.aheadKept = append(b.aheadKept[:0], b.aheadKept[1:]...)
+		old.p.mu.Lock()
+		if old.p.ahead == old.ra {
+			old.p.ahead = nil
+		}
+		old.p.mu.Unlock()
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ra.r, ra.err = b.poll(b.ctx, t, p, iggy.PollOffset, uint64(offset), count)
+		<-b.aheadSlots
+		close(ra.done)
+	}()
+}
+
+// takeReadAhead hands a read from offset the read-ahead started for it, if
+// any, waiting for it to finish; false means the read polls itself.
+func (p *partition) takeReadAhead(ctx context.Context, t *topic, offset int64) (*iggy.PolledMessages, bool) {
+	p.mu.Lock()
+	ra := p.ahead
+	if ra != nil && ra.offset == offset {
+		p.ahead = nil
+	}
+	p.mu.Unlock()
+	if ra == nil || ra.offset != offset || ra.t != t {
+		return nil, false
+	}
+	select {
+	case <-ra.done:
+	case <-ctx.Done():
+		return nil, false
+	}
+	if ra.err != nil || len(ra.r.Messages) == 0 || p.lost.Load() != ra.lost {
+		return nil, false
+	}
+	return ra.r, true
+}

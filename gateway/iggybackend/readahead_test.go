@@ -1,0 +1,117 @@
+package iggybackend
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/gateway/records"
+)
+
+// TestReadAheadServesTheNextRead: a consumer reading through a backlog in
+// answers smaller than the backlog gets each next answer from the poll
+// started when the previous one was made, every record exactly once and in
+// order, and the read-ahead stops at the end of the partition.
+func TestReadAheadServesTheNextRead(t *testing.T) {
+	forDialects(t, func(t *testing.T, d iggy.Dialect) {
+		h := newHarness(t, d)
+		h.create("backlog", 1, nil)
+		const n = 300
+		for i := range n / 10 {
+			var recs []records.Record
+			for j := range 10 {
+				recs = append(recs, records.Record{Value: []byte(fmt.Sprintf("v%03d%s", i*10+j, bytes.Repeat([]byte("x"), 990))), Timestamp: 1})
+			}
+			if res := h.produce("backlog", 0, batch(t, plain, recs...)); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		base := h.srv.Requests(iggy.CodePollMessages) // a legacy produce polls for its offsets
+		polls := func() int { return h.srv.Requests(iggy.CodePollMessages) - base }
+		p := h.b.topics["backlog"].parts[0]
+		var got []records.Record
+		off := int64(0)
+		aheads := 0
+		for len(got) < n {
+			res, err := h.b.Read(h.ctx, "backlog", 0, off, 20_000) // about 19 records an answer
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Records) == 0 {
+				t.Fatalf("empty answer at %d of %d", off, n)
+			}
+			for b := res.Records; len(b) > 0; {
+				hdr, recs, err := records.Records(b, 64<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, recs...)
+				off = hdr.LastOffset() + 1
+				b = b[hdr.Size():]
+			}
+			p.mu.Lock()
+			ahead := p.ahead
+			p.mu.Unlock()
+			if off < n {
+				// The poll for the next answer runs before it is asked for.
+				if ahead == nil || ahead.offset != off {
+					t.Fatalf("after reading up to %d of %d the read-ahead is %+v, want one at %d", off, n, ahead, off)
+				}
+				<-ahead.done
+				aheads++
+			} else if ahead != nil {
+				t.Fatalf("a read-ahead at %d was started at the end of the partition", ahead.offset)
+			}
+		}
+		// Only the first read polled itself: every other answer came from
+		// its read-ahead.
+		if polls() != 1+aheads {
+			t.Fatalf("%d polls for %d read-aheads: reads polled Iggy themselves", polls(), aheads)
+		}
+		for i, r := range got {
+			if want := fmt.Sprintf("v%03d", i); r.Offset != int64(i) || string(r.Value[:4]) != want {
+				t.Fatalf("record %d: offset %d value %q, want %s", i, r.Offset, r.Value[:4], want)
+			}
+		}
+	})
+}
+
+// TestReadAheadNotServedAfterRecreate: a read-ahead of a topic that is
+// deleted and created again under the same name is never used for it.
+func TestReadAheadNotServedAfterRecreate(t *testing.T) {
+	h := newHarness(t, iggy.Current)
+	h.create("again", 1, nil)
+	var old []records.Record
+	for i := range 40 {
+		old = append(old, records.Record{Value: []byte(fmt.Sprintf("old-%02d%s", i, bytes.Repeat([]byte("o"), 990))), Timestamp: 1})
+	}
+	h.produce("again", 0, batch(t, plain, old...))
+	if _, err := h.b.Read(h.ctx, "again", 0, 0, 10_000); err != nil {
+		t.Fatal(err)
+	}
+	h.b.life.Lock()
+	started := len(h.b.aheadKept)
+	h.b.life.Unlock()
+	if started == 0 {
+		t.Fatal("no read-ahead after a partial read of a backlog")
+	}
+	if err := h.b.DeleteTopic(h.ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	h.create("again", 1, nil)
+	var fresh []records.Record
+	for i := range 40 {
+		fresh = append(fresh, records.Record{Value: []byte(fmt.Sprintf("new-%02d", i)), Timestamp: 1})
+	}
+	h.produce("again", 0, batch(t, plain, fresh...))
+	got, _ := h.readAll("again", 0, 0)
+	if len(got) != 40 {
+		t.Fatalf("read %d records of the new topic, want 40", len(got))
+	}
+	for i, r := range got {
+		if want := fmt.Sprintf("new-%02d", i); string(r.Value) != want {
+			t.Fatalf("record %d is %.6q, want %s: a read-ahead of the deleted topic was served", i, r.Value, want)
+		}
+	}
+}
