@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // How a follower tells a live leader from a dead one before Raft's own
@@ -172,6 +174,7 @@ func (n *Node) ServingLeader() (NodeInfo, bool) {
 // AwaitServingLeader is ServingLeader, waiting (bounded by ctx) while an
 // election runs or the new leader catches up.
 func (n *Node) AwaitServingLeader(ctx context.Context) (NodeInfo, bool) {
+	defer worktime.Wait(ctx)()
 	recheck := time.NewTicker(20 * time.Millisecond) // contact, gossip and catching up change without an observation
 	defer recheck.Stop()
 	for {
@@ -211,6 +214,7 @@ func (n *Node) knowsCommit() bool {
 // replays its log once the leader tells it the commit index, and until
 // then its topics are those of its last snapshot.
 func (n *Node) AwaitCaughtUp(ctx context.Context) bool {
+	defer worktime.Wait(ctx)()
 	poll := time.NewTicker(5 * time.Millisecond)
 	defer poll.Stop()
 	for !n.knowsCommit() {

@@ -25,6 +25,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // Config is what a node needs to join Raft.
@@ -490,6 +491,7 @@ func (n *Node) establish(ctx context.Context) bool {
 // goroutine then outlives the call, blocked on a future of a Raft that is
 // gone.
 func (n *Node) await(ctx context.Context, f raft.Future) error {
+	defer worktime.Wait(ctx)()
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -533,6 +535,7 @@ func (n *Node) LeaderChanged() <-chan struct{} {
 
 // WaitLeader blocks until this node is the serving leader or ctx ends.
 func (n *Node) WaitLeader(ctx context.Context) error {
+	defer worktime.Wait(ctx)()
 	for {
 		ch := n.LeaderChanged()
 		if n.IsLeader() {

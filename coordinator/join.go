@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // JoinRequest is a JoinGroup request.
@@ -169,6 +170,7 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 	}
 	c.mu.Unlock()
 
+	defer worktime.Wait(ctx)() // parked until the join window closes
 	select {
 	case r := <-ch:
 		return r

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // SyncRequest is a SyncGroup request.
@@ -63,6 +64,7 @@ func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) SyncResult {
 		}
 		sg.syncWaiters[req.MemberID] = ch
 		c.mu.Unlock()
+		defer worktime.Wait(ctx)() // parked until the leader's assignment
 		select {
 		case r := <-ch:
 			return r

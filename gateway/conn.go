@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kgate/kgate/internal/worktime"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -41,6 +42,19 @@ type pending struct {
 	reply    Reply
 	observe  func(kmsg.Response) // counts the request once its answer is ready
 	throttle time.Duration       // quota throttle already incurred (Produce)
+	user     string              // the principal quotas apply to
+	started  time.Time           // when the request's frame was read
+	work     *worktime.Meter     // the request's waits (request quotas)
+}
+
+// busy is how long the request kept this node busy until its answer was
+// ready: its time since started less its waits.
+func (p pending) busy(now time.Time) time.Duration {
+	end := now
+	if p.reply.answered != nil {
+		end = *p.reply.answered // read after the answer came: set before
+	}
+	return p.work.Busy(end.Sub(p.started))
 }
 
 func (c *conn) serve(parent context.Context) {
@@ -131,6 +145,7 @@ func readFrameBody(r io.Reader, size int) ([]byte, error) {
 }
 
 func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
+	started := time.Now()
 	hdr, req, body, err := ParseRequest(frame)
 	if err != nil {
 		c.log.Warn("closing connection: bad request header", "api_key", hdr.Key, "version", hdr.Version, "err", err)
@@ -158,19 +173,24 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	observe := c.s.observer(r)
+	user := c.sess.quotaUser()
 	var throttle time.Duration
 	if hdr.Key == 0 { // Kafka counts a produce request's whole size
-		throttle = c.quotaThrottle(hdr, producerByteRate, len(frame))
+		throttle = c.quotaThrottle(hdr, user, producerByteRate, float64(len(frame)), hdr.Version >= throttleAfterResponse[0])
 	}
-	reply := h.fn(ctx, r)
+	work := new(worktime.Meter)
+	reply := h.fn(worktime.With(ctx, work), r)
 	c.order.started(hdr.Key, reply.done)
 	if reply.close {
 		return pending{}, false
 	}
+	p := pending{corr: hdr.CorrelationID, hdr: hdr, reply: reply, observe: observe, throttle: throttle,
+		user: user, started: started, work: work}
 	if reply.none {
 		observe(nil)
+		c.recordRequestTime(p, p.busy(time.Now())) // no answer to carry a throttle
 	}
-	return pending{corr: hdr.CorrelationID, hdr: hdr, reply: reply, observe: observe, throttle: throttle}, true
+	return p, true
 }
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
@@ -209,7 +229,11 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		if c.listener != nil && c.listener.Name != "" {
 			c.s.localizeEndpoints(resp, c.listener.Name)
 		}
+		encoding := time.Now()
 		out = AppendResponse(out[:0], p.corr, resp)
+		// Kafka counts a response's network thread time without a throttle
+		// of its own: it weighs on the requests that follow.
+		c.recordRequestTime(p, time.Since(encoding))
 		if c.peer {
 			// The forwarding node waits until it has applied as much.
 			out = binary.BigEndian.AppendUint64(out, c.s.cluster.AppliedIndex())

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/gateway/records"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // maxFetchWait bounds a long poll whatever the client asks.
@@ -130,6 +131,7 @@ func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, to
 // waitAny blocks until one channel closes and returns its index, or -1
 // when the time runs out or ctx ends.
 func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) int {
+	defer worktime.Wait(ctx)()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	if len(chans) == 1 {

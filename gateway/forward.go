@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // Some requests only the Raft leader can apply, yet clients send them to
@@ -189,6 +190,7 @@ func (f *forwarder) roundTrip(ctx context.Context, dialer Cluster, to cluster.No
 // followed, on the cluster's link, by the responder's applied log index
 // (8 bytes, big-endian).
 func (pc *peerConn) exchange(ctx context.Context, req kmsg.Request) (kmsg.Response, uint64, error) {
+	defer worktime.Wait(ctx)()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = pc.nc.SetDeadline(dl)
 	}

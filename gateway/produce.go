@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/gateway/records"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
@@ -98,7 +99,10 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		return now(resp)
 	}
 	return later(func() kmsg.Response {
-		for i, res := range wait() {
+		endWait := worktime.Wait(ctx) // the Raft log or Iggy
+		results := wait()
+		endWait()
+		for i, res := range results {
 			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
 			sp.ErrorCode = ErrorCode(res.Err)
 			if res.Err == nil {

@@ -8,14 +8,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Client quota enforcement, as Kafka's ClientQuotaManager (KIP-13, KIP-55,
-// KIP-219): each node measures a byte rate per quota entity over sampled
-// windows and, when a request takes it over its quota, answers with
-// throttle_time_ms and holds the connection: for request versions from
-// KIP-219 on (Produce v6+, Fetch v8+) the answer goes out at once and the
-// connection's next request waits out the throttle ("muted"); for older
-// versions the answer itself is delayed. Like a Kafka broker, every node
-// enforces the quota on the traffic it serves.
+// Client quota enforcement, as Kafka's ClientQuotaManager and
+// ClientRequestQuotaManager (KIP-13, KIP-55, KIP-124, KIP-219): each node
+// measures, per quota entity over sampled windows, the bytes produced and
+// fetched and the time requests keep it busy, and when a request takes a
+// rate over its quota, answers with throttle_time_ms and holds the
+// connection: for versions whose client waits out the throttle itself
+// (KIP-219: Produce v6+, Fetch v8+, most others from their next version)
+// the answer goes out at once and the connection's next request waits
+// ("muted"); for older versions the answer itself is delayed. Like a Kafka
+// broker, every node enforces the quota on the traffic it serves.
+//
+// Request time (request_percentage) is a request's time from its read to
+// its answer less its waits on others (package worktime: the Raft log,
+// Iggy, another node, long polls, rebalances), plus the time to encode the
+// answer; 100 is one core's whole time, as 100 is one Kafka request
+// handler thread's.
 
 const (
 	quotaSamples = 11 // Kafka's quota.window.num
@@ -28,13 +36,24 @@ const (
 
 // Quota names whose rates kgate measures and enforces.
 const (
-	producerByteRate = "producer_byte_rate"
-	consumerByteRate = "consumer_byte_rate"
+	producerByteRate  = "producer_byte_rate"
+	consumerByteRate  = "consumer_byte_rate"
+	requestPercentage = "request_percentage"
 )
 
-// throttleAfterResponse is the first version of each API where the client
-// waits out a throttle itself (KIP-219).
+// throttleAfterResponse is the first version of Produce and Fetch where the
+// client waits out a throttle itself (KIP-219); for an answer at hand
+// kmsg's ThrottleResponse says so.
 var throttleAfterResponse = map[int16]int16{0: 6, 1: 8}
+
+// quotaUser is the principal user quotas apply to: the authenticated user
+// (SASL) or certificate subject (mutual TLS), else ANONYMOUS, as Kafka.
+func (s *session) quotaUser() string {
+	if s.user == "" {
+		return anonymousUser
+	}
+	return s.user
+}
 
 type sensorKey struct{ quota, user, client string }
 
@@ -97,14 +116,15 @@ type throttler struct {
 	now     func() time.Time
 }
 
-// record counts v bytes against the quota named quota for a connection of
-// clientID and returns how long that client must now wait: 0 within its
-// quota or when no quota applies.
-func (t *throttler) record(store QuotaStore, quota, clientID string, v float64) time.Duration {
+// record counts v (bytes, or percent-seconds of request time) against the
+// quota named quota for a connection of user and clientID and returns how
+// long that client must now wait: 0 within its quota or when no quota
+// applies.
+func (t *throttler) record(store QuotaStore, quota, user, clientID string, v float64) time.Duration {
 	if store == nil {
 		return 0
 	}
-	limit, perUser, perClient, ok := store.QuotaFor(anonymousUser, clientID, quota)
+	limit, perUser, perClient, ok := store.QuotaFor(user, clientID, quota)
 	if !ok {
 		return 0
 	}
@@ -153,10 +173,10 @@ func (t *throttler) evictLocked(now time.Time) {
 	}
 }
 
-// quotaThrottle records n bytes of a request or response against quota
-// for the connection's client id and, for a KIP-219 version, mutes the
+// quotaThrottle records v against quota for the request's user and client
+// id and, when mute (the client waits out a throttle itself), mutes the
 // connection for the throttle it returns.
-func (c *conn) quotaThrottle(hdr Header, quota string, n int) time.Duration {
+func (c *conn) quotaThrottle(hdr Header, user, quota string, v float64, mute bool) time.Duration {
 	clientID := ""
 	if hdr.ClientID != nil {
 		clientID = *hdr.ClientID
@@ -164,8 +184,8 @@ func (c *conn) quotaThrottle(hdr Header, quota string, n int) time.Duration {
 	if c.peer {
 		return 0 // kgate's own traffic between nodes
 	}
-	d := c.s.throttle.record(c.s.quotas, quota, clientID, float64(n))
-	if d > 0 && hdr.Version >= throttleAfterResponse[hdr.Key] {
+	d := c.s.throttle.record(c.s.quotas, quota, user, clientID, v)
+	if d > 0 && mute {
 		until := time.Now().Add(d).UnixNano()
 		for {
 			cur := c.mutedUntil.Load()
@@ -193,10 +213,27 @@ func (c *conn) waitUnmuted(ctx context.Context) bool {
 	}
 }
 
-// applyThrottle, on the writer, measures a fetch answer against the
-// consumer quota, puts the throttle into the response and, for versions
-// before KIP-219, holds the response for it. False when ctx ends first.
+// percentSeconds converts request time to the unit of request_percentage
+// rates: a rate of 100 is one second of work each second.
+func percentSeconds(d time.Duration) float64 { return d.Seconds() * 100 }
+
+// recordRequestTime counts d of request time against the request quota
+// without throttling this request (the time it took to encode its answer,
+// an acks=0 produce): it weighs on the requests that follow.
+func (c *conn) recordRequestTime(p pending, d time.Duration) {
+	c.quotaThrottle(p.hdr, p.user, requestPercentage, percentSeconds(d), false)
+}
+
+// applyThrottle, on the writer, measures an answer against the request
+// quota and a fetch answer against the consumer quota, puts the longest
+// throttle into the response and holds the connection for it: the next
+// request when the client waits out the throttle itself (KIP-219), this
+// answer otherwise. False when ctx ends first.
 func (c *conn) applyThrottle(ctx context.Context, p pending, resp kmsg.Response) bool {
+	clientThrottles := false
+	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
+		_, clientThrottles = tr.Throttle()
+	}
 	d := p.throttle
 	if fr, ok := resp.(*kmsg.FetchResponse); ok {
 		n := 0
@@ -205,8 +242,9 @@ func (c *conn) applyThrottle(ctx context.Context, p pending, resp kmsg.Response)
 				n += len(pt.RecordBatches)
 			}
 		}
-		d = c.quotaThrottle(p.hdr, consumerByteRate, n)
+		d = max(d, c.quotaThrottle(p.hdr, p.user, consumerByteRate, float64(n), clientThrottles))
 	}
+	d = max(d, c.quotaThrottle(p.hdr, p.user, requestPercentage, percentSeconds(p.busy(time.Now())), clientThrottles))
 	if d <= 0 {
 		return true
 	}
@@ -218,7 +256,7 @@ func (c *conn) applyThrottle(ctx context.Context, p pending, resp kmsg.Response)
 		}
 		st.SetThrottle(ms)
 	}
-	if p.hdr.Version >= throttleAfterResponse[p.hdr.Key] {
+	if clientThrottles {
 		return true
 	}
 	t := time.NewTimer(d)

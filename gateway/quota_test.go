@@ -31,7 +31,7 @@ func TestThrottlerHoldsClientToQuota(t *testing.T) {
 		start := time.Unix(1_700_000_000, 0)
 		now := start
 		th := throttler{window: 100 * time.Millisecond, now: func() time.Time { return now }}
-		if d := th.record(oneQuota(quota), producerByteRate, "c", size); d != 0 {
+		if d := th.record(oneQuota(quota), producerByteRate, anonymousUser, "c", size); d != 0 {
 			t.Fatalf("first request throttled %v", d)
 		}
 		var sent float64
@@ -40,7 +40,7 @@ func TestThrottlerHoldsClientToQuota(t *testing.T) {
 			if measureFrom.IsZero() && now.Sub(start) >= 5*time.Second {
 				measureFrom, sent = now, 0
 			}
-			d := th.record(oneQuota(quota), producerByteRate, "c", size)
+			d := th.record(oneQuota(quota), producerByteRate, anonymousUser, "c", size)
 			if d < 0 || d > quotaSamples*th.window {
 				t.Fatalf("throttle %v out of bounds", d)
 			}
@@ -51,7 +51,7 @@ func TestThrottlerHoldsClientToQuota(t *testing.T) {
 		if rate < 0.98*quota || rate > 1.02*quota {
 			t.Errorf("latency %v: %.0f B/s under a quota of %d", latency, rate, quota)
 		}
-		if d := th.record(oneQuota(quota), producerByteRate, "other", size); d != 0 {
+		if d := th.record(oneQuota(quota), producerByteRate, anonymousUser, "other", size); d != 0 {
 			t.Errorf("another client id throttled %v", d)
 		}
 	}
@@ -62,10 +62,10 @@ func TestThrottlerForgetsIdleSensors(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	th := throttler{window: time.Second, now: func() time.Time { return now }}
 	for i := 0; i < maxQuotaSensors; i++ {
-		th.record(oneQuota(1e9), producerByteRate, string(rune(i)), 1)
+		th.record(oneQuota(1e9), producerByteRate, anonymousUser, string(rune(i)), 1)
 	}
 	now = now.Add(time.Minute)
-	th.record(oneQuota(1e9), producerByteRate, "late", 1)
+	th.record(oneQuota(1e9), producerByteRate, anonymousUser, "late", 1)
 	if len(th.sensors) != 1 {
 		t.Fatalf("%d sensors after all but one went idle, want 1", len(th.sensors))
 	}

@@ -335,6 +335,9 @@ type Reply struct {
 	// done is closed once the request has taken effect (nil: it has when
 	// the handler returns); see order.go.
 	done chan struct{}
+	// answered is when a later answer was ready; set before it is sent
+	// on later.
+	answered *time.Time
 }
 
 func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
@@ -344,12 +347,14 @@ func now(resp kmsg.Response) Reply { return Reply{resp: resp} }
 func later(fn func() kmsg.Response) Reply {
 	ch := make(chan kmsg.Response, 1)
 	done := make(chan struct{})
+	answered := new(time.Time)
 	go func() {
 		resp := fn()
+		*answered = time.Now()
 		close(done)
 		ch <- resp
 	}()
-	return Reply{later: ch, done: done}
+	return Reply{later: ch, done: done, answered: answered}
 }
 
 type handler struct {

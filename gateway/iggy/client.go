@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // ErrUnavailable wraps the last connect error while the client backs off
@@ -208,6 +210,7 @@ func (cl *Client) put(c *pooled) {
 // new connection when the first one turns out to be dead; others are
 // never resent here, but a long-idle connection is pinged first.
 func (cl *Client) call(ctx context.Context, retryable bool, build func(Dialect) (Request, error)) (*Reply, Dialect, error) {
+	defer worktime.Wait(ctx)()
 	began := time.Now()
 	var code uint32 // known once built
 	for attempt := 0; ; attempt++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/internal/worktime"
 )
 
 // A partition's read-ahead: when a read fills its answer, the poll for the
@@ -89,11 +90,14 @@ func (p *partition) takeReadAhead(ctx context.Context, t *topic, offset int64) (
 	if ra == nil || ra.offset != offset || ra.t != t {
 		return nil, false
 	}
+	endWait := worktime.Wait(ctx)
 	select {
 	case <-ra.done:
 	case <-ctx.Done():
+		endWait()
 		return nil, false
 	}
+	endWait()
 	if ra.err != nil || len(ra.r.Messages) == 0 || p.lost.Load() != ra.lost {
 		return nil, false
 	}
