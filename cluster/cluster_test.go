@@ -510,3 +510,45 @@ func TestRestartedSeedIsFoundAgain(t *testing.T) {
 	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes)))
 	readyAll(t, c.nodes)
 }
+
+// TestFreshLeaderNeverNamesASilentLeader: a follower asked for the leader
+// right after the leader fell silent — before the follower can tell, its
+// last word from the leader being a heartbeat ago — does not name it: it
+// waits for word newer than the question, which here only the leader the
+// two others elect gives. (A client whose connection to a dying leader
+// broke asks a follower within milliseconds; named the dead leader again,
+// franz-go keeps that answer for its 5 s metadata interval.)
+func TestFreshLeaderNeverNamesASilentLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := leaderAmong(t, c.nodes)
+	f := anyFollower(t, c.nodes, old)
+
+	streamOf(t, old.raftAddr).setStalled(true)
+	asked := time.Now()
+	stale, _ := f.n.ServingLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	info, ok := f.n.AwaitFreshLeader(ctx)
+	t.Logf("ServingLeader right after the stall: node %d; AwaitFreshLeader: node %d after %v", stale.ID, info.ID, time.Since(asked))
+	if !ok {
+		t.Fatal("no leader named within 20 s")
+	}
+	if info.ID == old.id {
+		t.Fatalf("node %d named node %d, which had fallen silent before it was asked", f.id, old.id)
+	}
+	if !f.n.raft.LastContact().After(asked) && info.ID != f.id {
+		t.Fatal("named a leader without word from it since it was asked")
+	}
+
+	// Once the old leader is heard again it follows; a follower of a
+	// leader that speaks answers within a few heartbeats.
+	streamOf(t, old.raftAddr).setStalled(false)
+	leader := leaderAmong(t, c.nodes)
+	follower := anyFollower(t, c.nodes, leader)
+	start := time.Now()
+	got, ok := follower.n.AwaitFreshLeader(ctx)
+	if !ok || got.ID != leader.id {
+		t.Fatalf("follower %d named %d (%v), want the leader %d", follower.id, got.ID, ok, leader.id)
+	}
+	t.Logf("a follower of a live leader answered after %v", time.Since(start))
+}

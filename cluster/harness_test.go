@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,11 +46,21 @@ type cutStream struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	// stalled: what the node sends is lost, its connections stay open (a
+	// frozen process, a link that drops without a reset).
+	stalled atomic.Bool
 }
 
 type trackedConn struct {
 	net.Conn
 	s *cutStream
+}
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.s.stalled.Load() {
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *trackedConn) Close() error {
@@ -124,6 +135,10 @@ func (s *cutStream) setCut(cut bool) {
 		c.Close()
 	}
 }
+
+// setStalled makes what the node sends vanish (or flow again) without
+// closing a connection: its peers hear nothing and see no connection end.
+func (s *cutStream) setStalled(stalled bool) { s.stalled.Store(stalled) }
 
 // closeAll closes the connections, as the end of a process would.
 func (s *cutStream) closeAll() {

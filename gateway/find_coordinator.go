@@ -21,15 +21,16 @@ func (s *Server) handleFindCoordinator(ctx context.Context, r *Request) Reply {
 	if len(req.CoordinatorKeys) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	if _, ok := s.cluster.ServingLeader(); !ok {
+	if !s.servesAsLeader() {
 		// An election is running (or the leader is suspected dead, or
 		// catching up): answer with its winner rather than
 		// COORDINATOR_NOT_AVAILABLE, which franz-go's coordinator lookup
 		// does not retry when its previous try hit the dead node, and
-		// which ends a group session once retries outlast it.
+		// which ends a group session once retries outlast it. A follower
+		// names the leader only on word from it newer than the request.
 		a := s.access(r)
 		return later(func() kmsg.Response {
-			s.awaitLeader(ctx)
+			s.awaitFreshLeader(ctx)
 			return s.findCoordinator(req, a)
 		})
 	}

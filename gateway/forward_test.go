@@ -40,6 +40,9 @@ func (f followerCluster) ServingLeader() (cluster.NodeInfo, bool)   { return f.l
 func (f followerCluster) AwaitServingLeader(context.Context) (cluster.NodeInfo, bool) {
 	return f.ServingLeader()
 }
+func (f followerCluster) AwaitFreshLeader(context.Context) (cluster.NodeInfo, bool) {
+	return f.ServingLeader()
+}
 func (f followerCluster) LeaderlessFor() time.Duration       { return 0 }
 func (f followerCluster) LeaderEpoch() int32                 { return 1 }
 func (f followerCluster) CaughtUp() bool                     { return true }

@@ -27,6 +27,9 @@ func (cutOffCluster) AwaitServingLeader(ctx context.Context) (cluster.NodeInfo, 
 	<-ctx.Done()
 	return cluster.NodeInfo{}, false
 }
+func (c cutOffCluster) AwaitFreshLeader(ctx context.Context) (cluster.NodeInfo, bool) {
+	return c.AwaitServingLeader(ctx)
+}
 func (cutOffCluster) LeaderlessFor() time.Duration { return time.Hour }
 
 // TestCutOffNodeAnswersAtOnce: a node leaderless for longer than

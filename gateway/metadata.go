@@ -19,15 +19,18 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	a := s.access(r)
-	if _, ok := s.cluster.ServingLeader(); !ok || !s.cluster.CaughtUp() {
+	if !s.servesAsLeader() {
 		// During an election (or while a follower suspects its leader is
 		// gone, or a new leader catches up) every partition would read
 		// LEADER_NOT_AVAILABLE or name a dead node, and clients back off
 		// for their metadata refresh interval (seconds); wait for the
-		// winner instead. A node restarted a moment ago would report the
-		// topics of its last snapshot until it has replayed its log.
+		// winner instead. A follower names its leader only once it heard
+		// from it after the request came (a client asks right after its
+		// connection to a dying leader broke). A node restarted a moment
+		// ago would report the topics of its last snapshot until it has
+		// replayed its log.
 		return later(func() kmsg.Response {
-			s.awaitLeader(ctx)
+			s.awaitFreshLeader(ctx)
 			s.awaitCaughtUp(ctx)
 			return s.metadata(ctx, req, a)
 		})

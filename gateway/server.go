@@ -123,6 +123,10 @@ type Cluster interface {
 	// AwaitServingLeader is ServingLeader, waiting (bounded by ctx) while
 	// an election runs or the new leader catches up.
 	AwaitServingLeader(ctx context.Context) (cluster.NodeInfo, bool)
+	// AwaitFreshLeader is AwaitServingLeader on word from the leader newer
+	// than the call (a follower that has not yet seen its leader die must
+	// not name it).
+	AwaitFreshLeader(ctx context.Context) (cluster.NodeInfo, bool)
 	// LeaderlessFor is how long this node has known no leader (0 while
 	// it knows one).
 	LeaderlessFor() time.Duration
@@ -400,19 +404,35 @@ func (s *Server) awaitLeader(ctx context.Context) {
 	if _, ok := s.cluster.ServingLeader(); ok {
 		return
 	}
-	// The wait is counted from when the leader went, not per request: a
-	// node leaderless for longer than LeaderWait is most likely cut off
-	// from the majority, and each request parked in turn on a client's
-	// connection would hold that client here (seen in make chaos: a
-	// deposed, isolated leader kept its producers for the whole partition).
-	// Answering at once sends the client to another node.
-	wait := s.cfg.LeaderWait - s.cluster.LeaderlessFor()
-	if wait <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	ctx, cancel := s.leaderWait(ctx)
 	defer cancel()
 	s.cluster.AwaitServingLeader(ctx)
+}
+
+// servesAsLeader reports whether this node is the serving leader and has
+// applied everything committed: it may name itself at once.
+func (s *Server) servesAsLeader() bool {
+	info, ok := s.cluster.ServingLeader()
+	return ok && info.ID == s.cluster.Self().ID && s.cluster.CaughtUp()
+}
+
+// awaitFreshLeader is awaitLeader on word from the leader that came after
+// the call (Cluster.AwaitFreshLeader): what Metadata and FindCoordinator
+// name on a follower.
+func (s *Server) awaitFreshLeader(ctx context.Context) {
+	ctx, cancel := s.leaderWait(ctx)
+	defer cancel()
+	s.cluster.AwaitFreshLeader(ctx)
+}
+
+// leaderWait bounds a wait for a leader. The wait is counted from when the
+// leader went, not per request: a node leaderless for longer than
+// LeaderWait is most likely cut off from the majority, and each request
+// parked in turn on a client's connection would hold that client here
+// (seen in make chaos: a deposed, isolated leader kept its producers for
+// the whole partition). Answering at once sends the client to another node.
+func (s *Server) leaderWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(s.cfg.LeaderWait-s.cluster.LeaderlessFor(), 0))
 }
 
 // awaitCaughtUp waits, bounded by LeaderWait, for this node to apply what

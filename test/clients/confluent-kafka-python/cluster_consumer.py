@@ -116,7 +116,12 @@ def group_consume(bootstrap, topic, group, client_id, opts):
         while not stop.is_set():
             batch = []
             done = {}
-            for m in c.consume(num_messages=500, timeout=0.5):
+            # consume() waits for all num_messages or the whole timeout: wait
+            # for the first message only, then take what is already there,
+            # as a latency-minded application would.
+            first = c.poll(0.5)
+            msgs = [] if first is None else [first] + c.consume(num_messages=499, timeout=0)
+            for m in msgs:
                 if m.error():
                     emit(error_event("consume", m.error()))
                     continue
