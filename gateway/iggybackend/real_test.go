@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,47 @@ func realServer(t *testing.T, durable bool) *iggytest.RealServer {
 		r.Close()
 	})
 	return r
+}
+
+// readBack reads a partition from its start as a consumer would and
+// returns its records and the offsets that Iggy refuses to serve even one
+// at a time. Reads get retriable errors until the pool has dropped the
+// connections the last kill broke, as a Kafka client's would: each offset
+// gets 5 s.
+func readBack(t *testing.T, h *harness, topic string) ([]records.Record, []int64) {
+	t.Helper()
+	var out []records.Record
+	var holes []int64
+	tp, pp, _ := h.b.part(topic, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for off := int64(0); ; {
+		res, err := h.b.Read(h.ctx, topic, 0, off, 1<<20)
+		if err != nil {
+			if _, perr := h.b.poll(h.ctx, tp, pp, iggy.PollOffset, uint64(off), 1); errors.Is(perr, iggy.ErrInvalidOffset) && off < res.HighWatermark {
+				holes = append(holes, off)
+				off++
+				continue
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reads at %d still fail after 5 s: %v", off, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		deadline = time.Now().Add(5 * time.Second)
+		if len(res.Records) == 0 {
+			return out, holes
+		}
+		for b := res.Records; len(b) > 0; {
+			hdr, recs, err := records.Records(b, 64<<20)
+			if err != nil {
+				t.Fatalf("fetched batch does not parse: %v", err)
+			}
+			out = append(out, recs...)
+			off = hdr.LastOffset() + 1
+			b = b[hdr.Size():]
+		}
+	}
 }
 
 func value(i int) records.Record {
@@ -118,9 +160,7 @@ func TestRealServerKill9Idempotent(t *testing.T) {
 	})
 	h.create("idem", 1, nil)
 	const batches, per = 300, 5
-	// Two kills: after more, iggy-server 0.8.0 sometimes answers
-	// InvalidOffset to polls of offsets it holds (a server defect, seen
-	// with 6 kills in about 1 run of 3).
+	// Two kills: each may cost an offset on iggy-server 0.8.0 (below).
 	kills := []int{60, 160}
 	var killed sync.WaitGroup
 	pending := false // killed and not restarted yet
@@ -162,29 +202,40 @@ func TestRealServerKill9Idempotent(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	// Reads get retriable errors until the pool has dropped the
-	// connections the last kill broke, as a Kafka client's would.
-	var readErr error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, readErr = h.b.Read(h.ctx, "idem", 0, 0, 1<<20); readErr == nil {
-			break
+	got, holes := readBack(t, h, "idem")
+	// iggy-server 0.8.0 killed while it writes can keep an offset it
+	// never serves again, not even alone and not after another restart,
+	// about 1 run in 3 (0.9 never did in the same test): a server defect.
+	// kgate answers a read there KAFKA_STORAGE_ERROR, as a broker answers
+	// a record it cannot read; such holes must sit where a kill struck.
+	if len(holes) > 0 {
+		v, _ := iggytest.Version(os.Getenv(iggytest.EnvServerBin))
+		if !strings.HasPrefix(v, "0.8.") && !strings.HasPrefix(v, "0.7.") {
+			t.Fatalf("iggy-server %s does not serve offsets %v it acknowledged", v, holes)
 		}
-		if time.Now().After(deadline) {
-			tp, pp, _ := h.b.part("idem", 0)
-			_, pollErr := h.b.poll(h.ctx, tp, pp, iggy.PollOffset, 0, maxPollCount)
-			t.Fatalf("reads still fail 5 s after the last restart: %v, Iggy answers %v (%d kills, %d failed sends)", readErr, pollErr, len(kills), failed)
+		for _, o := range holes {
+			near := false
+			for _, k := range kills {
+				near = near || (o >= int64(k*per) && o < int64((k+20)*per))
+			}
+			if !near {
+				t.Fatalf("offset %d cannot be read and is not where a kill struck (kills at %v of %d-record batches)", o, kills, per)
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		t.Logf("iggy-server %s lost offsets %v where it was killed (a server defect; reads there get KAFKA_STORAGE_ERROR)", v, holes)
 	}
-	got, _ := h.readAll("idem", 0, 0)
-	if len(got) != batches*per {
-		t.Fatalf("read back %d records, want %d (each batch once)", len(got), batches*per)
+	if len(got)+len(holes) != batches*per {
+		t.Fatalf("read back %d records and %d holes, want %d in all (each batch once)", len(got), len(holes), batches*per)
 	}
+	// Every record once, in order: an idempotent retry across a kill wrote
+	// nothing twice.
+	next := 0
 	for i, rec := range got {
-		if want := fmt.Sprintf("v%d", i); string(rec.Value) != want {
-			t.Fatalf("record %d is %q, want %q", i, rec.Value, want)
+		var v int
+		if _, err := fmt.Sscanf(string(rec.Value), "v%d", &v); err != nil || v < next {
+			t.Fatalf("record %d is %q after v%d: a batch written twice or out of order", i, rec.Value, next-1)
 		}
+		next = v + 1
 	}
 	if failed == 0 {
 		t.Fatal("no send failed: the kills did not hit the load")
