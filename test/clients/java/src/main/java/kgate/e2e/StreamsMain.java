@@ -17,7 +17,7 @@ import org.apache.kafka.streams.kstream.Produced;
  * A Kafka Streams word count with processing.guarantee=exactly_once_v2.
  *
  * <pre>
- * java -cp kgate-e2e-java.jar kgate.e2e.StreamsMain BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR REPLICATION
+ * java -cp kgate-e2e-java.jar kgate.e2e.StreamsMain BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR REPLICATION [STANDBYS]
  * </pre>
  *
  * Reads INPUT (value = a word, any key), re-keys each record by its word
@@ -36,6 +36,7 @@ public final class StreamsMain {
     public static void main(String[] args) throws InterruptedException {
         String bootstrap = args[0], appId = args[1], input = args[2], output = args[3], stateDir = args[4];
         int replication = Integer.parseInt(args[5]);
+        int standbys = args.length > 6 ? Integer.parseInt(args[6]) : 0;
 
         Properties p = new Properties();
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -46,6 +47,7 @@ public final class StreamsMain {
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+        p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, standbys);
         // A killed instance's tasks move to the other one after the session
         // timeout; a lost coordinator is found again within seconds.
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 10_000);
