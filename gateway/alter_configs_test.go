@@ -126,7 +126,7 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 		{"delete unknown key", []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "no.such.config"}}, kerr.InvalidConfig, "no.such.config"},
 		{"append to a long", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "retention.ms", Value: kmsg.StringPtr("5")}}, kerr.InvalidConfig, "retention.ms"},
 		{"subtract from a long", []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "retention.bytes", Value: kmsg.StringPtr("5")}}, kerr.InvalidConfig, "retention.bytes"},
-		{"append compact", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("compact")}}, kerr.InvalidConfig, "cleanup.policy"},
+		{"append an unknown policy", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("shrink")}}, kerr.InvalidConfig, "cleanup.policy"},
 		{"subtract to empty", []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}, kerr.InvalidConfig, "cleanup.policy"},
 		{"key twice", []kadm.AlterConfig{setConfig("retention.ms", "5"), setConfig("retention.ms", "6")}, kerr.InvalidRequest, "retention.ms"},
 	} {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -86,8 +87,15 @@ func (s *Server) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 	if parts <= 0 || parts > 100000 {
 		return fail(kerr.InvalidPartitions, "number of partitions must be between 1 and 100000")
 	}
-	if rf := t.ReplicationFactor; rf != -1 && (rf < 1 || int(rf) > max(1, len(s.cluster.Brokers()))) {
-		return fail(kerr.InvalidReplicationFactor, "replication factor must be -1 or between 1 and the number of nodes")
+	// Every partition's replicas are the Raft voters, live or not (what
+	// Metadata reports), so the bound is their number. Kafka's is the same
+	// in kind: the registered brokers, fenced ones included (its replica
+	// placer refuses only more replicas than registered brokers, or no
+	// unfenced broker at all), so an RF of 3 on three nodes is not refused
+	// while one of them is down.
+	replicas := replicationFactor(s.cluster)
+	if rf := t.ReplicationFactor; rf != -1 && (rf < 1 || int(rf) > replicas) {
+		return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("replication factor must be -1 or between 1 and %d (the voters of the cluster)", replicas))
 	}
 	cfg := map[string]string{}
 	for _, c := range t.Configs {
@@ -113,7 +121,7 @@ func (s *Server) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 		}
 	}
 	rt.NumPartitions = parts
-	rt.ReplicationFactor = int16(max(1, len(s.cluster.Brokers())))
+	rt.ReplicationFactor = int16(replicas)
 	for _, name := range topicConfigNames() {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name
@@ -128,4 +136,11 @@ func (s *Server) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 		rt.Configs = append(rt.Configs, c)
 	}
 	return rt
+}
+
+// replicationFactor is the number of replicas every partition has: the
+// Raft voters (at least 1).
+func replicationFactor(c Cluster) int {
+	replicas, _ := c.Replicas()
+	return max(1, len(replicas))
 }

@@ -97,7 +97,11 @@ const maxInt64 = int64(^uint64(0) >> 1)
 // retention.bytes and segment.bytes are enforced; the rest are stored and
 // reported so tools that set them keep working.
 var topicConfigs = map[string]topicConfig{
-	"cleanup.policy":                 {"delete", configList, listOf(" (kgate does not compact)", "delete")},
+	// cleanup.policy=compact is accepted and never compacts: a compact-only
+	// topic keeps every record (retention.ms and retention.bytes apply with
+	// "delete" only, as in Kafka), which reads back as a log whose cleaner
+	// has not run yet. Kafka Streams creates its changelogs so.
+	"cleanup.policy":                 {"delete", configList, listOf("", "delete", "compact")},
 	"compression.type":               {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
 	"delete.retention.ms":            {"86400000", configLong, intRange(0, maxInt64)},
 	"file.delete.delay.ms":           {"60000", configLong, intRange(0, maxInt64)},

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +34,9 @@ func (b *Backend) RunRetention(ctx context.Context, every time.Duration) {
 func (b *Backend) enforceRetention(ctx context.Context) {
 	nowMs := b.now().UnixMilli()
 	for _, t := range b.fsm.Topics() {
+		if !deletes(t.Configs) {
+			continue
+		}
 		retMs := configInt(t.Configs, "retention.ms", 7*24*3600*1000)
 		retBytes := configInt(t.Configs, "retention.bytes", -1)
 		for p := int32(0); p < t.Partitions; p++ {
@@ -78,6 +82,23 @@ func retentionStart(segs []partlog.SegmentInfo, start, nowMs, retMs, retBytes in
 		start = max(start, s.End)
 	}
 	return start
+}
+
+// deletes reports whether the topic's cleanup.policy includes "delete"
+// (the default). A compact-only topic is never trimmed by retention: Kafka
+// applies retention.ms and retention.bytes with "delete" only, and kgate
+// does not compact, so such a topic keeps every record.
+func deletes(cfg map[string]string) bool {
+	v, ok := cfg["cleanup.policy"]
+	if !ok {
+		return true
+	}
+	for _, it := range strings.Split(v, ",") {
+		if strings.TrimSpace(it) == "delete" {
+			return true
+		}
+	}
+	return false
 }
 
 func configInt(cfg map[string]string, key string, def int64) int64 {

@@ -1,0 +1,50 @@
+package gateway_test
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/cluster"
+)
+
+// votersDownCluster is a leader of three voters that is in contact with
+// none of the other two (gossip sees only itself).
+type votersDownCluster struct{ *cluster.Node }
+
+func (votersDownCluster) Replicas() (replicas, isr []int32) { return []int32{1, 2, 3}, []int32{1} }
+
+// TestCreateTopicsReplicationFactorIsTheVoters: the replication factor
+// CreateTopics accepts and answers is the number of Raft voters (every
+// partition's replicas, as Metadata reports them), not the number of nodes
+// alive at the moment: Kafka Streams creating its internal topics with
+// replication.factor=3 while one of three nodes is down must not die of
+// INVALID_REPLICATION_FACTOR.
+func TestCreateTopicsReplicationFactorIsTheVoters(t *testing.T) {
+	n := startNode(t, nil)
+	srv := serveGateway(t, n.backend, votersDownCluster{n.node})
+	c := dialRaw(t, srv.Addr().String())
+
+	rf3 := newTopic("rf-voters", 1)
+	rf3.ReplicationFactor = 3
+	rf4 := newTopic("rf-too-many", 1)
+	rf4.ReplicationFactor = 4
+	rfDefault := newTopic("rf-default", 1)
+	resp := c.do(createTopicsReq(false, rf3, rf4, rfDefault)).(*kmsg.CreateTopicsResponse)
+	for _, rt := range resp.Topics {
+		switch rt.Topic {
+		case "rf-voters", "rf-default":
+			if rt.ErrorCode != 0 || rt.ReplicationFactor != 3 {
+				t.Errorf("%s: error %d, replication factor %d; want created with 3 (the voters)", rt.Topic, rt.ErrorCode, rt.ReplicationFactor)
+			}
+		case "rf-too-many":
+			if rt.ErrorCode != kerr.InvalidReplicationFactor.Code {
+				t.Errorf("replication factor 4 with 3 voters: error %d, want INVALID_REPLICATION_FACTOR (38)", rt.ErrorCode)
+			}
+		}
+	}
+	if mt := topicMeta(t, c, "rf-voters"); mt.ErrorCode != 0 || len(mt.Partitions) != 1 || len(mt.Partitions[0].Replicas) != 3 || len(mt.Partitions[0].OfflineReplicas) != 2 {
+		t.Errorf("metadata of rf-voters: %+v; want 3 replicas, 2 offline", mt)
+	}
+}
