@@ -181,9 +181,17 @@ func (s *Store) open() error {
 	if len(s.segs) > 0 {
 		s.first = max(s.segs[0].base, s.meta.first)
 		s.last = s.segs[len(s.segs)-1].end()
-		if s.last < s.first {
-			s.first, s.last = 0, 0
+	}
+	if s.last < s.first || len(s.segs) == 0 {
+		// No entries, at most an empty segment file created for a batch
+		// that was never written: the next batch may start anywhere.
+		s.first, s.last = 0, 0
+		for _, seg := range s.segs {
+			if err := s.removeSeg(seg); err != nil {
+				return err
+			}
 		}
+		s.segs = nil
 	}
 	return nil
 }
@@ -361,8 +369,12 @@ func (s *Store) activeFor(index uint64) (*segment, error) {
 		seg := s.segs[n-1]
 		// A segment that ends in a batch cut short by a truncation takes
 		// the next batch, whose start shows that the cut one is complete.
-		if seg.size < s.opts.SegmentSize || len(seg.offs) == 0 || seg.cutEnd {
+		// An empty one is named for the entry it expects first.
+		if len(seg.offs) > 0 && (seg.size < s.opts.SegmentSize || seg.cutEnd) || len(seg.offs) == 0 && seg.base == index {
 			return seg, nil
+		}
+		if len(seg.offs) == 0 {
+			return nil, fmt.Errorf("raft log: entry %d into the empty segment %s", index, segName(seg.base))
 		}
 	}
 	path := filepath.Join(s.dir, segName(index))

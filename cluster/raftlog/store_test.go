@@ -261,6 +261,19 @@ func TestDeleteAllThenAppendElsewhere(t *testing.T) {
 	expect(t, s, 0, 0, nil)
 	mustStore(t, s, batch(500, 10, 4))
 	s.Close()
+	// A crash between creating a segment for a batch and writing it:
+	// the empty file does not decide where the next batch goes.
+	s = open(t, dir, 64<<10)
+	expect(t, s, 500, 509, term(4))
+	mustDelete(t, s, 500, 509)
+	s.Close()
+	if err := os.WriteFile(filepath.Join(dir, segName(700)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, 64<<10)
+	expect(t, s, 0, 0, nil)
+	mustStore(t, s, batch(500, 10, 4))
+	s.Close()
 	s = open(t, dir, 64<<10)
 	expect(t, s, 500, 509, term(4))
 	// Back below the recorded first index (an older snapshot installed):
