@@ -720,11 +720,7 @@ var clConfluentPythonMembers = clMemberKind{
 var clJavaMembers = clMemberKind{
 	client: "java",
 	require: func(t *testing.T) {
-		dir := clientsDir(t, "java")
-		jar := filepath.Join(dir, "target", "kgate-e2e-java.jar")
-		requireCommand(t, "java", dir, "java", "-version")
-		requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
-		requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
+		javaJar(t)
 	},
 	start: func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember {
 		dir := clientsDir(t, "java")

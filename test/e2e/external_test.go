@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -51,10 +50,6 @@ func TestKafkaJS(t *testing.T) {
 }
 
 func TestJavaClients(t *testing.T) {
-	dir := clientsDir(t, "java")
-	jar := filepath.Join(dir, "target", "kgate-e2e-java.jar")
-	requireCommand(t, "java", dir, "java", "-version")
-	requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
-	requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
+	dir, jar := javaJar(t)
 	runScenario(t, clientProgram{name: "java", dir: dir, argv: []string{"java", "-jar", jar}}.asClient(allCodecs, true))
 }

@@ -35,7 +35,7 @@ import (
 //     groups are gone from ListGroups and their offsets from FetchOffsets.
 func TestGroupAdmin(t *testing.T) {
 	franz := franzGroupProgram(t)
-	_, jar := groupJavaJar(t)
+	_, jar := javaJar(t)
 	srv := startGroupKgate(t)
 	bootstrap := srv.bootstrap()
 	adm := newGroupAdmin(t, bootstrap)

@@ -103,8 +103,9 @@ func kafkajsGroupProgram(t *testing.T) groupProgram {
 	return groupProgram{name: "kafkajs", dir: dir, argv: []string{"node", "group.js"}, memberID: true}
 }
 
-// groupJavaJar checks for an up-to-date test/clients/java jar.
-func groupJavaJar(t *testing.T) (dir, jar string) {
+// javaJar checks for an up-to-date test/clients/java jar (the Java client
+// programs: clients, group members, transactions, Kafka Streams).
+func javaJar(t *testing.T) (dir, jar string) {
 	t.Helper()
 	dir = clientsDir(t, "java")
 	jar = filepath.Join(dir, "target", "kgate-e2e-java.jar")
@@ -116,7 +117,7 @@ func groupJavaJar(t *testing.T) (dir, jar string) {
 
 func javaGroupProgram(t *testing.T) groupProgram {
 	t.Helper()
-	dir, jar := groupJavaJar(t)
+	dir, jar := javaJar(t)
 	return groupProgram{name: "java", dir: dir, argv: []string{"java", "-cp", jar, "kgate.e2e.GroupMain"},
 		generation: true, memberID: true}
 }

@@ -232,11 +232,7 @@ func (r *countReader) complete(want map[string]int) bool {
 }
 
 func TestClusterStreamsExactlyOnceLeaderKill9(t *testing.T) {
-	dir := clientsDir(t, "java")
-	jar := filepath.Join(dir, "target", "kgate-e2e-java.jar")
-	requireCommand(t, "java", dir, "java", "-version")
-	requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
-	requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
+	_, jar := javaJar(t)
 
 	c := startCluster(t)
 	suffix := time.Now().UnixNano() % 1e9

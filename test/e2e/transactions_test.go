@@ -363,11 +363,7 @@ func TestTransactionsDoc(t *testing.T) {
 // exactly the committed records. With --backend iggy the producer is
 // refused, fatally, at initTransactions.
 func TestJavaTransactions(t *testing.T) {
-	dir := clientsDir(t, "java")
-	jar := filepath.Join(dir, "target", "kgate-e2e-java.jar")
-	requireCommand(t, "java", dir, "java", "-version")
-	requireFile(t, jar, "Java client jar (mvn package in test/clients/java)")
-	requireFresh(t, jar, filepath.Join(dir, "pom.xml"), filepath.Join(dir, "src"))
+	_, jar := javaJar(t)
 	srv := startKgate(t)
 	topic := fmt.Sprintf("java-txn-%d", time.Now().UnixNano()%1e9)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
