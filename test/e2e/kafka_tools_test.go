@@ -440,8 +440,8 @@ func checkClientQuotas(t *testing.T, k *kafkaTools, bootstrap, clientID string) 
 	if !strings.Contains(out, "Completed updating default config for users") {
 		t.Fatalf("kafka-configs --alter users --entity-default:\n%s", out)
 	}
-	// Only with --entity-default: describing named users also lists their
-	// SCRAM credentials, which kgate does not keep.
+	// The default user here; a named user's describe also lists its SCRAM
+	// credentials (docs/security.md covers those).
 	out = k.run(bootstrap, "kafka-configs.sh", "--bootstrap-server", docBootstrap, "--describe", "--entity-type", "users",
 		"--entity-default")
 	if want := "Quota configs for the default user-principal are request_percentage=50.0"; !strings.Contains(out, want) {
