@@ -30,6 +30,10 @@ type conn struct {
 	// mutedUntil (unix nanoseconds) holds the next request back while a
 	// quota throttle runs (KIP-219).
 	mutedUntil atomic.Int64
+	// encoding is the writer's time encoding its last answer, counted
+	// against the request quota with the next one (Kafka counts network
+	// thread time without a throttle of its own).
+	encoding time.Duration
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -176,7 +180,8 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 	user := c.sess.quotaUser()
 	var throttle time.Duration
 	if hdr.Key == 0 { // Kafka counts a produce request's whole size
-		throttle = c.quotaThrottle(hdr, user, producerByteRate, float64(len(frame)), hdr.Version >= throttleAfterResponse[0])
+		_, clientThrottles := (&kmsg.ProduceResponse{Version: hdr.Version}).Throttle() // KIP-219
+		throttle = c.quotaThrottle(hdr, user, producerByteRate, float64(len(frame)), clientThrottles)
 	}
 	work := new(worktime.Meter)
 	reply := h.fn(worktime.With(ctx, work), r)
@@ -231,9 +236,7 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		}
 		encoding := time.Now()
 		out = AppendResponse(out[:0], p.corr, resp)
-		// Kafka counts a response's network thread time without a throttle
-		// of its own: it weighs on the requests that follow.
-		c.recordRequestTime(p, time.Since(encoding))
+		c.encoding = time.Since(encoding)
 		if c.peer {
 			// The forwarding node waits until it has applied as much.
 			out = binary.BigEndian.AppendUint64(out, c.s.cluster.AppliedIndex())

@@ -41,11 +41,6 @@ const (
 	requestPercentage = "request_percentage"
 )
 
-// throttleAfterResponse is the first version of Produce and Fetch where the
-// client waits out a throttle itself (KIP-219); for an answer at hand
-// kmsg's ThrottleResponse says so.
-var throttleAfterResponse = map[int16]int16{0: 6, 1: 8}
-
 // quotaUser is the principal user quotas apply to: the authenticated user
 // (SASL) or certificate subject (mutual TLS), else ANONYMOUS, as Kafka.
 func (s *session) quotaUser() string {
@@ -218,8 +213,8 @@ func (c *conn) waitUnmuted(ctx context.Context) bool {
 func percentSeconds(d time.Duration) float64 { return d.Seconds() * 100 }
 
 // recordRequestTime counts d of request time against the request quota
-// without throttling this request (the time it took to encode its answer,
-// an acks=0 produce): it weighs on the requests that follow.
+// without throttling this request (an acks=0 produce, which gets no
+// answer): it weighs on the requests that follow.
 func (c *conn) recordRequestTime(p pending, d time.Duration) {
 	c.quotaThrottle(p.hdr, p.user, requestPercentage, percentSeconds(d), false)
 }
@@ -244,7 +239,8 @@ func (c *conn) applyThrottle(ctx context.Context, p pending, resp kmsg.Response)
 		}
 		d = max(d, c.quotaThrottle(p.hdr, p.user, consumerByteRate, float64(n), clientThrottles))
 	}
-	d = max(d, c.quotaThrottle(p.hdr, p.user, requestPercentage, percentSeconds(p.busy(time.Now())), clientThrottles))
+	busy := p.busy(time.Now()) + c.encoding // the last answer's encoding too
+	d = max(d, c.quotaThrottle(p.hdr, p.user, requestPercentage, percentSeconds(busy), clientThrottles))
 	if d <= 0 {
 		return true
 	}
