@@ -26,12 +26,12 @@ import (
 // cut, found by the node's Raft address.
 var testStreams sync.Map // Raft address -> *cutStream
 
-func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error) {
+func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}}
+	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}, connClosed: connClosed}
 	testStreams.Store(bind, s)
 	return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
 }
@@ -49,6 +49,9 @@ type cutStream struct {
 	// stalled: what the node sends is lost, its connections stay open (a
 	// frozen process, a link that drops without a reset).
 	stalled atomic.Bool
+	// connClosed is told when an accepted connection ends, as the TCP
+	// transport's watched connections tell the node.
+	connClosed func()
 }
 
 type trackedConn struct {
@@ -88,7 +91,7 @@ func (s *cutStream) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if tc, ok := s.track(c); ok {
-			return tc, nil
+			return &watchedConn{Conn: tc, closed: s.connClosed}, nil
 		}
 	}
 }

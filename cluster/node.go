@@ -198,7 +198,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	var trans *raft.NetworkTransport
 	if cfg.transport != nil {
-		trans, err = cfg.transport(bind, addr, hlog)
+		trans, err = cfg.transport(bind, addr, hlog, n.noteConnClosed)
 	} else {
 		trans, n.peers, err = tcpTransport(bind, addr, hlog, n.noteConnClosed, cfg.LinkTLS, n.nodeAt)
 	}
@@ -411,7 +411,7 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 // transportFunc makes the Raft transport: by default TCP with watched
 // inbound Raft connections (tcpTransport); tests use one whose network
 // they can cut (Config.transport).
-type transportFunc func(bind string, advertise net.Addr, log hclog.Logger) (*raft.NetworkTransport, error)
+type transportFunc func(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error)
 
 // clusterID is the FSM's cluster id or, until a restarted node has replayed
 // its log (which waits for a leader), the one its Raft log records. Gossip
