@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -551,4 +553,37 @@ func TestFreshLeaderNeverNamesASilentLeader(t *testing.T) {
 		t.Fatalf("follower %d named %d (%v), want the leader %d", follower.id, got.ID, ok, leader.id)
 	}
 	t.Logf("a follower of a live leader answered after %v", time.Since(start))
+}
+
+// Two of three nodes lost for good: the survivor, restarted with a
+// peers.json naming only itself (docs/operations.md), leads alone with every
+// acknowledged write and takes new ones.
+func TestRecoverFromPeersFile(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 20, 300)
+	commitOffset(t, c.nodes, "g", "t", 0, 11)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+	survivor := c.nodes[2]
+	acked := stateOf(survivor, "g")
+	for _, tn := range c.nodes {
+		tn.crash(t)
+	}
+
+	peers := fmt.Sprintf(`[{"id": "%d", "address": %q, "non_voter": false}]`, survivor.id, survivor.raftAddr)
+	if err := os.WriteFile(filepath.Join(survivor.dir, "raft", "peers.json"), []byte(peers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	survivor.start(t)
+	alone := []*testNode{survivor}
+	leaderAmong(t, alone)
+	if got := stateOf(survivor, "g"); !equalState(got, acked) {
+		t.Fatalf("recovered node: %+v, want %+v", got, acked)
+	}
+	p.produce(t, alone, 5, 300)
+	if got := len(readAll(t, survivor, "t", 0)); got != 25 {
+		t.Fatalf("recovered node has %d batches, want 25", got)
+	}
 }

@@ -20,9 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	bbolt "go.etcd.io/bbolt"
 
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/internal/worktime"
@@ -100,7 +98,7 @@ type Node struct {
 	log   *slog.Logger
 	fsm   *fsm.FSM
 	raft  *raft.Raft
-	store *raftboltdb.BoltStore
+	store LogStore
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
 	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
@@ -162,20 +160,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	// Record batches make Raft entries of megabytes. bbolt's defaults remap
-	// the file as it grows and sync an array freelist on every commit, which
-	// measured 22 MB/s for 8 MiB entries here; a large initial mapping and
-	// the map freelist (rebuilt on open) measured 130 MB/s.
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:   filepath.Join(dir, "raft.db"),
-		NoSync: !cfg.Fsync,
-		BoltOptions: &bbolt.Options{
-			Timeout:         5 * time.Second, // another process holding the file fails start-up instead of hanging
-			InitialMmapSize: 1 << 32,
-			FreelistType:    bbolt.FreelistMapType,
-			NoFreelistSync:  true,
-		},
-	})
+	store, err := OpenLogStore(cfg.DataDir, cfg.Fsync, n.log)
 	if err != nil {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}

@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/kgate/kgate/cluster"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -150,7 +150,7 @@ func TestServeStopsOnEntryItCannotApply(t *testing.T) {
 
 	// Append the entry to the stopped node's log, as a newer leader would
 	// have replicated it.
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft", "raft.db"))
+	store, err := cluster.OpenLogStore(dir, true, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
