@@ -39,10 +39,13 @@ const (
 	// LevelTransactions: the transaction commands (kinds 40-45) and the
 	// transactions section of snapshots.
 	LevelTransactions Level = 6
+	// LevelTxnIDExpiry: ExpireTxnIDs (kind 46), which removes transactional
+	// ids idle longer than --transactional-id-expiration.
+	LevelTxnIDExpiry Level = 7
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelTransactions
+	LatestLevel = LevelTxnIDExpiry
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

@@ -381,3 +381,107 @@ func TestLastStableOffsetWithInterleavedTransactions(t *testing.T) {
 		t.Fatalf("aborted after the trim: %+v", got)
 	}
 }
+
+// ExpireTxnIDs removes only ids without an ongoing transaction whose last
+// update is at or before its cutoff; an id used after the leader decided
+// stays. A removed id starts over with a new producer id at epoch 0, and
+// its old producer id is unknown.
+func TestExpireTxnIDsRemovesOnlyIdleIDs(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelTxnIDExpiry})
+	tps := []TopicPartition{{"t", 0}}
+	empty := h.init("empty", -1, -1)
+	committed := h.init("committed", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("committed", committed), Partitions: tps})
+	h.produce(0, committed.ProducerID, committed.Epoch, 0, 1)
+	h.txn(&EndTxn{TxnProducer: h.prod("committed", committed), Commit: true})
+	aborted := h.init("aborted", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("aborted", aborted), Partitions: tps})
+	h.txn(&EndTxn{TxnProducer: h.prod("aborted", aborted), Commit: false})
+	ongoing := h.init("ongoing", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("ongoing", ongoing), Partitions: tps})
+	h.init("touched", -1, -1)
+
+	const expiration = 3_600_000
+	decided := h.now + expiration // every id above is idle by then
+	h.now = decided - expiration + 1
+	touched := h.init("touched", -1, -1) // used after the cutoff the leader decided on
+	ids := []string{"empty", "committed", "aborted", "ongoing", "touched", "unknown"}
+	r := h.txn(&ExpireTxnIDs{NowMs: decided, ExpirationMs: expiration, IDs: ids})
+	want := []int16{0, 0, 0, ErrInvalidTxnState, ErrInvalidTxnState, ErrTransactionalIDNotFound}
+	if r.Code != 0 || !reflect.DeepEqual(r.Codes, want) {
+		t.Fatalf("expiry: %+v, want codes %v", r, want)
+	}
+	var left []string
+	for _, v := range h.f.Transactions() {
+		left = append(left, v.TransactionalID)
+	}
+	if !reflect.DeepEqual(left, []string{"ongoing", "touched"}) {
+		t.Fatalf("ids left %v, want [ongoing touched]", left)
+	}
+	if _, ok := h.f.Transaction("empty"); ok {
+		t.Fatal("an expired id is still described")
+	}
+	// The expired producer's requests: unknown producer id.
+	if r := h.txn(&AddTxnPartitions{TxnProducer: h.prod("committed", committed), Partitions: tps}); r.Code != ErrInvalidProducerIDMapping {
+		t.Fatalf("AddPartitions from the expired producer: %+v, want INVALID_PRODUCER_ID_MAPPING", r)
+	}
+	if res := h.produce(0, committed.ProducerID, committed.Epoch, 1, 1); res.Code != ErrInvalidTxnState {
+		t.Fatalf("transactional produce from the expired producer: %+v, want INVALID_TXN_STATE", res)
+	}
+	// A new producer with an expired id: a new producer id, epoch 0. One
+	// that names its old producer id (KIP-360) gets the new one too, as
+	// Kafka answers for an id it does not know.
+	again := h.init("committed", -1, -1)
+	if again.Code != 0 || again.Epoch != 0 || again.ProducerID <= touched.ProducerID {
+		t.Fatalf("init after expiry: %+v, want a new producer id at epoch 0", again)
+	}
+	recovered := h.init("empty", empty.ProducerID, empty.Epoch)
+	if recovered.Code != 0 || recovered.Epoch != 0 || recovered.ProducerID == empty.ProducerID {
+		t.Fatalf("init naming the expired producer: %+v, want a new producer id at epoch 0", recovered)
+	}
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("committed", again), Partitions: tps})
+	if res := h.produce(0, again.ProducerID, again.Epoch, 0, 1); res.Code != 0 {
+		t.Fatalf("transactional produce of the new producer: %+v", res)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: h.prod("committed", again), Commit: true}); r.Code != 0 {
+		t.Fatalf("commit of the new producer: %+v", r)
+	}
+	// A repeated decision changes nothing; the state survives a snapshot.
+	if r := h.txn(&ExpireTxnIDs{NowMs: decided, ExpirationMs: expiration, IDs: []string{"empty", "committed"}}); r.Codes[0] != ErrInvalidTxnState || r.Codes[1] != ErrInvalidTxnState {
+		t.Fatalf("repeated expiry of re-used ids: %+v", r)
+	}
+	snap := snapshotBytes(t, h.f)
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, dst), snap) || !reflect.DeepEqual(dst.Transactions(), h.f.Transactions()) {
+		t.Fatalf("restored transactions %+v, want %+v", dst.Transactions(), h.f.Transactions())
+	}
+	h2 := &txnHarness{t: t, f: dst, idx: h.idx, now: h.now}
+	if r := h2.txn(&AddTxnPartitions{TxnProducer: h2.prod("committed", committed), Partitions: tps}); r.Code != ErrInvalidProducerIDMapping {
+		t.Fatalf("after restore, the expired producer: %+v, want INVALID_PRODUCER_ID_MAPPING", r)
+	}
+	if r := h2.txn(&AddTxnPartitions{TxnProducer: h2.prod("committed", again), Partitions: tps}); r.Code != 0 {
+		t.Fatalf("after restore, the new producer: %+v", r)
+	}
+}
+
+// Below LevelTxnIDExpiry ExpireTxnIDs is refused before it is proposed,
+// and an FSM that is handed one anyway refuses it without stopping.
+func TestExpireTxnIDsNeedsItsLevel(t *testing.T) {
+	h := newTxnHarness(t) // at LevelTransactions
+	h.init("tx", -1, -1)
+	cmd := &ExpireTxnIDs{NowMs: h.now + 1, ExpirationMs: 1, IDs: []string{"tx"}}
+	var fe *FeatureError
+	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelTxnIDExpiry || fe.Cluster != LevelTransactions {
+		t.Fatalf("Admit below LevelTxnIDExpiry: %v", err)
+	}
+	if _, ok := h.apply(cmd).(*FeatureError); !ok {
+		t.Fatal("Apply below LevelTxnIDExpiry was not refused")
+	}
+	if _, ok := h.f.Transaction("tx"); !ok {
+		t.Fatal("an id was removed below LevelTxnIDExpiry")
+	}
+}
