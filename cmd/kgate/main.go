@@ -173,8 +173,8 @@ func serve(ctx context.Context, cfg *config) error {
 	}, node, state)
 	var txns *txn.Coordinator
 	if cfg.Backend == "embedded" { // markers are written into kgate's own log
-		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, MaxGroups: cfg.MaxGroups, Logger: log},
-			node, state)
+		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, IDExpiration: cfg.TxnIDExpiration,
+			MaxGroups: cfg.MaxGroups, Logger: log}, node, state)
 	}
 	gcfg := gateway.Config{
 		Addr:              cfg.KafkaAddr,

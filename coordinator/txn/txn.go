@@ -273,17 +273,25 @@ func (c *Coordinator) expire(ctx context.Context) {
 	now := c.nowMs()
 	idExpiration := c.cfg.IDExpiration.Milliseconds()
 	var idle []string
+	var timedOut []fsm.TxnView
 	for _, v := range c.fsm.Transactions() {
-		if v.State != fsm.TxnOngoing {
+		switch {
+		case v.State != fsm.TxnOngoing:
 			// Kafka's rule: Empty, CompleteCommit or CompleteAbort, last
 			// updated at or before now minus the expiration.
 			if v.UpdateMs <= now-idExpiration {
 				idle = append(idle, v.TransactionalID)
 			}
-			continue
+		case now-v.StartMs >= int64(v.TimeoutMs):
+			timedOut = append(timedOut, v)
 		}
-		if now-v.StartMs < int64(v.TimeoutMs) {
-			continue
+	}
+	// Idle ids first: a transaction this pass aborts is not idle, and once
+	// an abort of this pass shows, so does every removal.
+	c.expireIDs(ctx, now, idExpiration, idle)
+	for _, v := range timedOut {
+		if ctx.Err() != nil {
+			return
 		}
 		cmd := &fsm.ExpireTxn{TxnProducer: fsm.TxnProducer{TransactionalID: v.TransactionalID, ProducerID: v.ProducerID,
 			Epoch: v.Epoch, NowMs: now}, StartMs: v.StartMs}
@@ -291,10 +299,12 @@ func (c *Coordinator) expire(ctx context.Context) {
 			c.log.Info("aborted an expired transaction", "transactional_id", v.TransactionalID,
 				"producer_id", v.ProducerID, "timeout_ms", v.TimeoutMs)
 		}
-		if ctx.Err() != nil {
-			return
-		}
 	}
+}
+
+// expireIDs proposes the removal of idle transactional ids, in commands of
+// a bounded size.
+func (c *Coordinator) expireIDs(ctx context.Context, now, idExpiration int64, idle []string) {
 	// Below LevelTxnIDExpiry (a voter runs an older kgate) ids are kept.
 	if len(idle) == 0 || c.fsm.FeatureLevel() < fsm.LevelTxnIDExpiry {
 		return
