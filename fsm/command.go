@@ -29,6 +29,7 @@ const (
 	KindEndTxn           Kind = 44
 	KindExpireTxn        Kind = 45
 	KindExpireTxnIDs     Kind = 46
+	KindExpireProducers  Kind = 47 // append.go
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -125,8 +126,11 @@ var commands = map[Kind]commandSpec{
 			return &ExpireTxn{TxnProducer: decodeTxnProducer(d), StartMs: d.i64()}
 		},
 		(*FSM).applyExpireTxn),
-	KindExpireTxnIDs: row("ExpireTxnIDs", []Level{LevelTxnIDExpiry}, v1(decodeExpireTxnIDs),
+	KindExpireTxnIDs: row("ExpireTxnIDs", []Level{LevelIdleExpiry}, v1(decodeExpireTxnIDs),
 		(*FSM).applyExpireTxnIDs),
+	KindExpireProducers: row("ExpireProducers", []Level{LevelIdleExpiry},
+		func(d *dec, _ uint8) *ExpireProducers { return &ExpireProducers{NowMs: d.i64(), ExpirationMs: d.i64()} },
+		(*FSM).applyExpireProducers),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

@@ -388,7 +388,7 @@ func TestLastStableOffsetWithInterleavedTransactions(t *testing.T) {
 // its old producer id is unknown.
 func TestExpireTxnIDsRemovesOnlyIdleIDs(t *testing.T) {
 	h := newTxnHarness(t)
-	h.apply(&SetFeatureLevel{Level: LevelTxnIDExpiry})
+	h.apply(&SetFeatureLevel{Level: LevelIdleExpiry})
 	tps := []TopicPartition{{"t", 0}}
 	empty := h.init("empty", -1, -1)
 	committed := h.init("committed", -1, -1)
@@ -468,20 +468,97 @@ func TestExpireTxnIDsRemovesOnlyIdleIDs(t *testing.T) {
 	}
 }
 
-// Below LevelTxnIDExpiry ExpireTxnIDs is refused before it is proposed,
+// Below LevelIdleExpiry ExpireTxnIDs is refused before it is proposed,
 // and an FSM that is handed one anyway refuses it without stopping.
 func TestExpireTxnIDsNeedsItsLevel(t *testing.T) {
 	h := newTxnHarness(t) // at LevelTransactions
 	h.init("tx", -1, -1)
 	cmd := &ExpireTxnIDs{NowMs: h.now + 1, ExpirationMs: 1, IDs: []string{"tx"}}
 	var fe *FeatureError
-	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelTxnIDExpiry || fe.Cluster != LevelTransactions {
-		t.Fatalf("Admit below LevelTxnIDExpiry: %v", err)
+	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelIdleExpiry || fe.Cluster != LevelTransactions {
+		t.Fatalf("Admit below LevelIdleExpiry: %v", err)
 	}
 	if _, ok := h.apply(cmd).(*FeatureError); !ok {
-		t.Fatal("Apply below LevelTxnIDExpiry was not refused")
+		t.Fatal("Apply below LevelIdleExpiry was not refused")
 	}
 	if _, ok := h.f.Transaction("tx"); !ok {
-		t.Fatal("an id was removed below LevelTxnIDExpiry")
+		t.Fatal("an id was removed below LevelIdleExpiry")
+	}
+}
+
+// ExpireProducers drops the state of producers idle for the expiration,
+// except one with an open transaction in the partition; DescribeProducers
+// no longer shows them, and a producer that comes back is accepted at the
+// sequence it goes on with, as Kafka accepts a producer it has no state of.
+func TestExpireProducersDropsIdleState(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelIdleExpiry})
+	idem := func(pid int64, seq int32) AppendResult {
+		t.Helper()
+		res := h.apply(&Append{NowMs: h.now, Batches: []Batch{{Topic: "t", Partition: 1, Data: fakeBatch(1, h.now, nil),
+			MaxTimestamp: h.now, ProducerID: pid, ProducerEpoch: 0, BaseSequence: seq}}})
+		return res.(*AppendResults).Results[0]
+	}
+	ids := func(p int32) []int64 {
+		var out []int64
+		for _, pi := range h.f.Partition("t", p).Producers() {
+			out = append(out, pi.ID)
+		}
+		return out
+	}
+	const idle, busy = 1000, 1001
+	idem(idle, 0)
+	idem(idle, 1)
+	x := h.init("x", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("x", x), Partitions: []TopicPartition{{"t", 1}}})
+	h.produce(1, x.ProducerID, x.Epoch, 0, 1) // stays open
+	const expiration = 86_400_000
+	h.now += expiration - 1
+	idem(busy, 0)
+	if r := h.apply(&ExpireProducers{NowMs: h.now, ExpirationMs: expiration}).(*ExpireProducersResult); r.Removed != 0 {
+		t.Fatalf("removed %d a millisecond before the expiration", r.Removed)
+	}
+	h.now++
+	if r := h.apply(&ExpireProducers{NowMs: h.now, ExpirationMs: expiration}).(*ExpireProducersResult); r.Removed != 1 {
+		t.Fatalf("removed %d, want the idle producer only", r.Removed)
+	}
+	if got, want := ids(1), []int64{x.ProducerID, busy}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("producers left %v, want %v (open transaction, recent)", got, want)
+	}
+	snap := snapshotBytes(t, h.f)
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, dst), snap) || !reflect.DeepEqual(dst.Partition("t", 1).Producers(), h.f.Partition("t", 1).Producers()) {
+		t.Fatal("restored producers differ")
+	}
+	// The idle producer comes back with its next sequence: accepted, and
+	// its state starts again from there (a retry of it is a duplicate).
+	first := idem(idle, 2)
+	if first.Code != 0 {
+		t.Fatalf("the expired producer's next batch: %+v, want it accepted", first)
+	}
+	if r := idem(idle, 2); r.Code != 0 || r.BaseOffset != first.BaseOffset {
+		t.Fatalf("its retry: %+v, want the first offset %d", r, first.BaseOffset)
+	}
+	if r := idem(idle, 4); r.Code != ErrOutOfOrderSequence {
+		t.Fatalf("a gap after it: %+v, want OUT_OF_ORDER_SEQUENCE_NUMBER", r)
+	}
+}
+
+// Below LevelIdleExpiry ExpireProducers is refused, and a producer a
+// partition has no state of must start at sequence 0, as before.
+func TestExpireProducersNeedsItsLevel(t *testing.T) {
+	h := newTxnHarness(t) // at LevelTransactions
+	cmd := &ExpireProducers{NowMs: h.now, ExpirationMs: 1}
+	var fe *FeatureError
+	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelIdleExpiry {
+		t.Fatalf("Admit below LevelIdleExpiry: %v", err)
+	}
+	res := h.apply(&Append{NowMs: h.now, Batches: []Batch{{Topic: "t", Partition: 0, Data: fakeBatch(1, h.now, nil),
+		MaxTimestamp: h.now, ProducerID: 7, BaseSequence: 3}}})
+	if r := res.(*AppendResults).Results[0]; r.Code != ErrUnknownProducerID {
+		t.Fatalf("an unknown producer at sequence 3 below LevelIdleExpiry: %+v, want UNKNOWN_PRODUCER_ID", r)
 	}
 }

@@ -89,6 +89,9 @@ func startNodeAt(t testing.TB, mod func(*gateway.Config), groups bool, maxLevel 
 type nodeOpts struct {
 	maxLevel *fsm.Level  // the highest feature level it supports (nil: this binary's)
 	txn      *txn.Config // its transaction coordinator, with the expiry service (nil: no expiry)
+	// producerExpiry runs the embedded backend's producer expiry service
+	// (nil: not run).
+	producerExpiry *embedded.ProducerExpiry
 }
 
 func startNodeOpts(t testing.TB, mod func(*gateway.Config), groups bool, o nodeOpts) *testNode {
@@ -153,6 +156,12 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		time.Sleep(10 * time.Millisecond)
 	}
 	backend := embedded.New(node, st, log)
+	if o.producerExpiry != nil {
+		node.RunWhileLeader("producer expiry", func(ctx context.Context) error {
+			backend.RunProducerExpiry(ctx, *o.producerExpiry)
+			return nil
+		})
+	}
 	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log, Credentials: backend}
 	if mod != nil {
 		mod(&cfg)

@@ -234,6 +234,12 @@ func serve(ctx context.Context, cfg *config) error {
 			local.RunRetention(ctx, cfg.RetentionCheck)
 			return nil
 		})
+		// Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms).
+		expiry := embedded.ProducerExpiry{Expiration: cfg.ProducerIDExpiry, Every: min(10*time.Minute, cfg.ProducerIDExpiry)}
+		node.RunWhileLeader("producer expiry", func(ctx context.Context) error {
+			local.RunProducerExpiry(ctx, expiry)
+			return nil
+		})
 	}
 	adminCtx, stopAdmin := context.WithCancel(ctx)
 	defer stopAdmin()

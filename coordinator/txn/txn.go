@@ -305,8 +305,8 @@ func (c *Coordinator) expire(ctx context.Context) {
 // expireIDs proposes the removal of idle transactional ids, in commands of
 // a bounded size.
 func (c *Coordinator) expireIDs(ctx context.Context, now, idExpiration int64, idle []string) {
-	// Below LevelTxnIDExpiry (a voter runs an older kgate) ids are kept.
-	if len(idle) == 0 || c.fsm.FeatureLevel() < fsm.LevelTxnIDExpiry {
+	// Below LevelIdleExpiry (a voter runs an older kgate) ids are kept.
+	if len(idle) == 0 || c.fsm.FeatureLevel() < fsm.LevelIdleExpiry {
 		return
 	}
 	for len(idle) > 0 && ctx.Err() == nil {

@@ -234,7 +234,7 @@ func TestIdleTransactionalIDsExpire(t *testing.T) {
 	}
 }
 
-// Below LevelTxnIDExpiry (a voter still runs an older kgate) ids are kept
+// Below LevelIdleExpiry (a voter still runs an older kgate) ids are kept
 // and everything else works.
 func TestIdleIDsKeptBelowTheirLevel(t *testing.T) {
 	h := newHarness(t, fsm.LevelTransactions)
@@ -245,6 +245,6 @@ func TestIdleIDsKeptBelowTheirLevel(t *testing.T) {
 	h.advance(2 * time.Hour)
 	h.c.expire(ctx)
 	if _, code := h.c.Describe("tx"); code != 0 {
-		t.Fatalf("describe below LevelTxnIDExpiry: error %d, want the id kept", code)
+		t.Fatalf("describe below LevelIdleExpiry: error %d, want the id kept", code)
 	}
 }
