@@ -68,7 +68,7 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 		defer p.prodMu.Unlock()
 		var dup *batchRecord
 		var code int16
-		ps, dup, code = p.checkSequence(b)
+		ps, dup, code = p.checkSequence(b, f.FeatureLevel() >= LevelIdleExpiry)
 		if code != ErrNone {
 			return AppendResult{Code: code, BaseOffset: -1, LogStartOffset: p.Log.Start()}, nil
 		}
@@ -96,11 +96,13 @@ func lastSeq(b *Batch) int32 {
 
 // checkSequence applies Kafka's rules: an older epoch is fenced; a new epoch
 // starts at sequence 0; within an epoch a batch either repeats one of the
-// recent batches (a duplicate) or continues right after the last one.
-func (p *Partition) checkSequence(b *Batch) (*producerState, *batchRecord, int16) {
+// recent batches (a duplicate) or continues right after the last one. A
+// producer the partition has no state of (new, or expired) starts at any
+// sequence when anySeq is set, as in Kafka since KIP-360; else at 0.
+func (p *Partition) checkSequence(b *Batch, anySeq bool) (*producerState, *batchRecord, int16) {
 	ps := p.producers[b.ProducerID]
 	if ps == nil {
-		if b.BaseSequence != 0 {
+		if b.BaseSequence != 0 && !anySeq {
 			return nil, nil, ErrUnknownProducerID
 		}
 		return nil, nil, ErrNone
@@ -176,4 +178,52 @@ func (p *Partition) evictProducers(now int64) {
 	for _, id := range ids[:len(ids)-maxProducersPerPart+1] {
 		delete(p.producers, id)
 	}
+}
+
+// ExpireProducers drops the idempotence state of every producer idle for
+// ExpirationMs (Kafka's producer.id.expiration.ms) without an open
+// transaction in the partition. The leader proposes it with its clock's
+// time; each replica decides from the same stamped times.
+type ExpireProducers struct {
+	NowMs        int64
+	ExpirationMs int64
+}
+
+func (*ExpireProducers) Kind() Kind { return KindExpireProducers }
+func (c *ExpireProducers) encode(e *enc) {
+	e.i64(c.NowMs)
+	e.i64(c.ExpirationMs)
+}
+
+// ExpireProducersResult counts the producer states dropped.
+type ExpireProducersResult struct{ Removed int }
+
+func (f *FSM) applyExpireProducers(c *ExpireProducers) any {
+	if c.ExpirationMs < 0 {
+		return &ExpireProducersResult{}
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	removed := 0
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			removed += p.expireProducers(c.NowMs, c.ExpirationMs)
+		}
+	}
+	return &ExpireProducersResult{Removed: removed}
+}
+
+// expireProducers drops the producers idle for expirationMs by now, except
+// one with an open transaction here (Kafka keeps it too).
+func (p *Partition) expireProducers(now, expirationMs int64) int {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	n := 0
+	for id, ps := range p.producers {
+		if _, open := p.ongoing[id]; !open && now-ps.lastTs >= expirationMs {
+			delete(p.producers, id)
+			n++
+		}
+	}
+	return n
 }

@@ -21,13 +21,15 @@ const (
 	// 9-16 are the group commands (group_commands.go).
 	KindAlterTopicConfigs Kind = 17
 	KindSetFeatureLevel   Kind = 18 // features.go
-	// 40-45 are the transaction commands (transactions.go).
+	// 40-46 are the transaction commands (transactions.go).
 	KindInitTxnProducer  Kind = 40
 	KindAddTxnPartitions Kind = 41
 	KindAddTxnGroup      Kind = 42
 	KindTxnCommitOffsets Kind = 43
 	KindEndTxn           Kind = 44
 	KindExpireTxn        Kind = 45
+	KindExpireTxnIDs     Kind = 46
+	KindExpireProducers  Kind = 47 // append.go
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -124,6 +126,11 @@ var commands = map[Kind]commandSpec{
 			return &ExpireTxn{TxnProducer: decodeTxnProducer(d), StartMs: d.i64()}
 		},
 		(*FSM).applyExpireTxn),
+	KindExpireTxnIDs: row("ExpireTxnIDs", []Level{LevelIdleExpiry}, v1(decodeExpireTxnIDs),
+		(*FSM).applyExpireTxnIDs),
+	KindExpireProducers: row("ExpireProducers", []Level{LevelIdleExpiry},
+		func(d *dec, _ uint8) *ExpireProducers { return &ExpireProducers{NowMs: d.i64(), ExpirationMs: d.i64()} },
+		(*FSM).applyExpireProducers),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

@@ -39,10 +39,17 @@ const (
 	// LevelTransactions: the transaction commands (kinds 40-45) and the
 	// transactions section of snapshots.
 	LevelTransactions Level = 6
+	// LevelIdleExpiry: ExpireTxnIDs (kind 46), which removes transactional
+	// ids idle longer than --transactional-id-expiration, and
+	// ExpireProducers (kind 47), which drops the idempotence state of
+	// producers idle longer than --producer-id-expiration; a batch of a
+	// producer a partition has no state of is accepted at any sequence, as
+	// Kafka since 2.5 (below this level: UNKNOWN_PRODUCER_ID unless 0).
+	LevelIdleExpiry Level = 7
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelTransactions
+	LatestLevel = LevelIdleExpiry
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

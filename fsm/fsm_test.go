@@ -128,6 +128,13 @@ func randomTxnCommand(r *rand.Rand, k int, topic string, now int64) []byte {
 	case 10:
 		return Encode(&EndTxn{TxnProducer: p, Commit: r.IntN(2) == 0})
 	}
+	if r.IntN(3) == 0 {
+		return Encode(&ExpireProducers{NowMs: now, ExpirationMs: int64(r.IntN(3000))})
+	}
+	if r.IntN(2) == 0 {
+		// Idle ids, and ids used since, by a random cutoff.
+		return Encode(&ExpireTxnIDs{NowMs: now, ExpirationMs: int64(r.IntN(3000)), IDs: []string{"x", "y"}[:1+r.IntN(2)]})
+	}
 	return Encode(&ExpireTxn{TxnProducer: p, StartMs: now - int64(r.IntN(2000))})
 }
 
@@ -351,6 +358,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&AlterTopicConfigs{Name: "t"}))
 	f.Add(Encode(&AlterScramCredentials{Deletions: []ScramDeletion{{"u", ScramSHA256}}, Upserts: []ScramUpsert{scramUpsert("v", ScramSHA512, 4096)}}))
 	f.Add(Encode(&RemoveMembers{Group: "g", MemberIDs: []string{"m"}, NowMs: 1, Guard: &RemovalGuard{Generation: AnyGeneration, AsOf: 9}}))
+	f.Add(Encode(&ExpireProducers{NowMs: 1_700_000_000_000, ExpirationMs: 86_400_000}))
+	f.Add(Encode(&ExpireTxnIDs{NowMs: 1_700_000_000_000, ExpirationMs: 604_800_000, IDs: []string{"tx-1", "tx-2"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

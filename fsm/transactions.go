@@ -72,6 +72,7 @@ type TxnView struct {
 	State           TxnState
 	TimeoutMs       int32
 	StartMs         int64
+	UpdateMs        int64 // the leader's time of its last change, as Kafka's txnLastUpdateTimestamp
 	Partitions      []TopicPartition
 	Groups          []string
 }
@@ -231,6 +232,29 @@ func (*ExpireTxn) Kind() Kind { return KindExpireTxn }
 func (c *ExpireTxn) encode(e *enc) {
 	c.TxnProducer.encode(e)
 	e.i64(c.StartMs)
+}
+
+// ExpireTxnIDs removes transactional ids that have had no transaction and
+// no request for ExpirationMs (Kafka's transactional.id.expiration.ms).
+// The leader proposes it with its clock's time and the ids it found idle;
+// Apply removes an id only if, by NowMs, it is still without an ongoing
+// transaction and was last updated at or before NowMs-ExpirationMs, so an
+// id used after the leader's decision stays.
+type ExpireTxnIDs struct {
+	NowMs        int64
+	ExpirationMs int64
+	IDs          []string
+}
+
+func (*ExpireTxnIDs) Kind() Kind { return KindExpireTxnIDs }
+func (c *ExpireTxnIDs) encode(e *enc) {
+	e.i64(c.NowMs)
+	e.i64(c.ExpirationMs)
+	encodeStrings(e, c.IDs)
+}
+
+func decodeExpireTxnIDs(d *dec) *ExpireTxnIDs {
+	return &ExpireTxnIDs{NowMs: d.i64(), ExpirationMs: d.i64(), IDs: decodeStrings(d)}
 }
 
 func epochExhausted(e int16) bool { return e >= exhaustedEpoch }
@@ -459,6 +483,32 @@ func (f *FSM) applyExpireTxn(c *ExpireTxn) any {
 	return &TxnResult{}
 }
 
+// applyExpireTxnIDs answers a code per id: NONE when removed,
+// TRANSACTIONAL_ID_NOT_FOUND when already gone, INVALID_TXN_STATE when it
+// has an ongoing transaction or was used after the cutoff.
+func (f *FSM) applyExpireTxnIDs(c *ExpireTxnIDs) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cutoff := c.NowMs - c.ExpirationMs
+	r := &TxnResult{Codes: make([]int16, len(c.IDs))}
+	for i, id := range c.IDs {
+		t := f.txns[id]
+		switch {
+		case t == nil:
+			r.Codes[i] = ErrTransactionalIDNotFound
+		case t.state == TxnOngoing || c.ExpirationMs < 0 || t.updateMs > cutoff:
+			r.Codes[i] = ErrInvalidTxnState
+		default:
+			// Its producer ids go with it: a later InitProducerId for the id
+			// gets a new one, at epoch 0, and a request with an old one
+			// INVALID_PRODUCER_ID_MAPPING.
+			delete(f.txnByPID, t.producerID)
+			delete(f.txns, id)
+		}
+	}
+	return r
+}
+
 // endTxnLocked writes a marker (with t's current epoch) into every
 // partition of the transaction, commits its staged offsets when it
 // commits, and completes it. It returns a stop error on local I/O failure.
@@ -633,7 +683,7 @@ func (f *FSM) Transaction(id string) (TxnView, bool) {
 
 func (t *txn) view(id string) TxnView {
 	return TxnView{TransactionalID: id, ProducerID: t.producerID, Epoch: t.epoch, State: t.state, TimeoutMs: t.timeoutMs,
-		StartMs: t.startMs, Partitions: append([]TopicPartition(nil), t.partitions...), Groups: append([]string(nil), t.groups...)}
+		StartMs: t.startMs, UpdateMs: t.updateMs, Partitions: append([]TopicPartition(nil), t.partitions...), Groups: append([]string(nil), t.groups...)}
 }
 
 // encodeTxnsLocked writes the transactions section of a snapshot.

@@ -381,3 +381,184 @@ func TestLastStableOffsetWithInterleavedTransactions(t *testing.T) {
 		t.Fatalf("aborted after the trim: %+v", got)
 	}
 }
+
+// ExpireTxnIDs removes only ids without an ongoing transaction whose last
+// update is at or before its cutoff; an id used after the leader decided
+// stays. A removed id starts over with a new producer id at epoch 0, and
+// its old producer id is unknown.
+func TestExpireTxnIDsRemovesOnlyIdleIDs(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelIdleExpiry})
+	tps := []TopicPartition{{"t", 0}}
+	empty := h.init("empty", -1, -1)
+	committed := h.init("committed", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("committed", committed), Partitions: tps})
+	h.produce(0, committed.ProducerID, committed.Epoch, 0, 1)
+	h.txn(&EndTxn{TxnProducer: h.prod("committed", committed), Commit: true})
+	aborted := h.init("aborted", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("aborted", aborted), Partitions: tps})
+	h.txn(&EndTxn{TxnProducer: h.prod("aborted", aborted), Commit: false})
+	ongoing := h.init("ongoing", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("ongoing", ongoing), Partitions: tps})
+	h.init("touched", -1, -1)
+
+	const expiration = 3_600_000
+	decided := h.now + expiration // every id above is idle by then
+	h.now = decided - expiration + 1
+	touched := h.init("touched", -1, -1) // used after the cutoff the leader decided on
+	ids := []string{"empty", "committed", "aborted", "ongoing", "touched", "unknown"}
+	r := h.txn(&ExpireTxnIDs{NowMs: decided, ExpirationMs: expiration, IDs: ids})
+	want := []int16{0, 0, 0, ErrInvalidTxnState, ErrInvalidTxnState, ErrTransactionalIDNotFound}
+	if r.Code != 0 || !reflect.DeepEqual(r.Codes, want) {
+		t.Fatalf("expiry: %+v, want codes %v", r, want)
+	}
+	var left []string
+	for _, v := range h.f.Transactions() {
+		left = append(left, v.TransactionalID)
+	}
+	if !reflect.DeepEqual(left, []string{"ongoing", "touched"}) {
+		t.Fatalf("ids left %v, want [ongoing touched]", left)
+	}
+	if _, ok := h.f.Transaction("empty"); ok {
+		t.Fatal("an expired id is still described")
+	}
+	// The expired producer's requests: unknown producer id.
+	if r := h.txn(&AddTxnPartitions{TxnProducer: h.prod("committed", committed), Partitions: tps}); r.Code != ErrInvalidProducerIDMapping {
+		t.Fatalf("AddPartitions from the expired producer: %+v, want INVALID_PRODUCER_ID_MAPPING", r)
+	}
+	if res := h.produce(0, committed.ProducerID, committed.Epoch, 1, 1); res.Code != ErrInvalidTxnState {
+		t.Fatalf("transactional produce from the expired producer: %+v, want INVALID_TXN_STATE", res)
+	}
+	// A new producer with an expired id: a new producer id, epoch 0. One
+	// that names its old producer id (KIP-360) gets the new one too, as
+	// Kafka answers for an id it does not know.
+	again := h.init("committed", -1, -1)
+	if again.Code != 0 || again.Epoch != 0 || again.ProducerID <= touched.ProducerID {
+		t.Fatalf("init after expiry: %+v, want a new producer id at epoch 0", again)
+	}
+	recovered := h.init("empty", empty.ProducerID, empty.Epoch)
+	if recovered.Code != 0 || recovered.Epoch != 0 || recovered.ProducerID == empty.ProducerID {
+		t.Fatalf("init naming the expired producer: %+v, want a new producer id at epoch 0", recovered)
+	}
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("committed", again), Partitions: tps})
+	if res := h.produce(0, again.ProducerID, again.Epoch, 0, 1); res.Code != 0 {
+		t.Fatalf("transactional produce of the new producer: %+v", res)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: h.prod("committed", again), Commit: true}); r.Code != 0 {
+		t.Fatalf("commit of the new producer: %+v", r)
+	}
+	// A repeated decision changes nothing; the state survives a snapshot.
+	if r := h.txn(&ExpireTxnIDs{NowMs: decided, ExpirationMs: expiration, IDs: []string{"empty", "committed"}}); r.Codes[0] != ErrInvalidTxnState || r.Codes[1] != ErrInvalidTxnState {
+		t.Fatalf("repeated expiry of re-used ids: %+v", r)
+	}
+	snap := snapshotBytes(t, h.f)
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, dst), snap) || !reflect.DeepEqual(dst.Transactions(), h.f.Transactions()) {
+		t.Fatalf("restored transactions %+v, want %+v", dst.Transactions(), h.f.Transactions())
+	}
+	h2 := &txnHarness{t: t, f: dst, idx: h.idx, now: h.now}
+	if r := h2.txn(&AddTxnPartitions{TxnProducer: h2.prod("committed", committed), Partitions: tps}); r.Code != ErrInvalidProducerIDMapping {
+		t.Fatalf("after restore, the expired producer: %+v, want INVALID_PRODUCER_ID_MAPPING", r)
+	}
+	if r := h2.txn(&AddTxnPartitions{TxnProducer: h2.prod("committed", again), Partitions: tps}); r.Code != 0 {
+		t.Fatalf("after restore, the new producer: %+v", r)
+	}
+}
+
+// Below LevelIdleExpiry ExpireTxnIDs is refused before it is proposed,
+// and an FSM that is handed one anyway refuses it without stopping.
+func TestExpireTxnIDsNeedsItsLevel(t *testing.T) {
+	h := newTxnHarness(t) // at LevelTransactions
+	h.init("tx", -1, -1)
+	cmd := &ExpireTxnIDs{NowMs: h.now + 1, ExpirationMs: 1, IDs: []string{"tx"}}
+	var fe *FeatureError
+	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelIdleExpiry || fe.Cluster != LevelTransactions {
+		t.Fatalf("Admit below LevelIdleExpiry: %v", err)
+	}
+	if _, ok := h.apply(cmd).(*FeatureError); !ok {
+		t.Fatal("Apply below LevelIdleExpiry was not refused")
+	}
+	if _, ok := h.f.Transaction("tx"); !ok {
+		t.Fatal("an id was removed below LevelIdleExpiry")
+	}
+}
+
+// ExpireProducers drops the state of producers idle for the expiration,
+// except one with an open transaction in the partition; DescribeProducers
+// no longer shows them, and a producer that comes back is accepted at the
+// sequence it goes on with, as Kafka accepts a producer it has no state of.
+func TestExpireProducersDropsIdleState(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelIdleExpiry})
+	idem := func(pid int64, seq int32) AppendResult {
+		t.Helper()
+		res := h.apply(&Append{NowMs: h.now, Batches: []Batch{{Topic: "t", Partition: 1, Data: fakeBatch(1, h.now, nil),
+			MaxTimestamp: h.now, ProducerID: pid, ProducerEpoch: 0, BaseSequence: seq}}})
+		return res.(*AppendResults).Results[0]
+	}
+	ids := func(p int32) []int64 {
+		var out []int64
+		for _, pi := range h.f.Partition("t", p).Producers() {
+			out = append(out, pi.ID)
+		}
+		return out
+	}
+	const idle, busy = 1000, 1001
+	idem(idle, 0)
+	idem(idle, 1)
+	x := h.init("x", -1, -1)
+	h.txn(&AddTxnPartitions{TxnProducer: h.prod("x", x), Partitions: []TopicPartition{{"t", 1}}})
+	h.produce(1, x.ProducerID, x.Epoch, 0, 1) // stays open
+	const expiration = 86_400_000
+	h.now += expiration - 1
+	idem(busy, 0)
+	if r := h.apply(&ExpireProducers{NowMs: h.now, ExpirationMs: expiration}).(*ExpireProducersResult); r.Removed != 0 {
+		t.Fatalf("removed %d a millisecond before the expiration", r.Removed)
+	}
+	h.now++
+	if r := h.apply(&ExpireProducers{NowMs: h.now, ExpirationMs: expiration}).(*ExpireProducersResult); r.Removed != 1 {
+		t.Fatalf("removed %d, want the idle producer only", r.Removed)
+	}
+	if got, want := ids(1), []int64{x.ProducerID, busy}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("producers left %v, want %v (open transaction, recent)", got, want)
+	}
+	snap := snapshotBytes(t, h.f)
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, dst), snap) || !reflect.DeepEqual(dst.Partition("t", 1).Producers(), h.f.Partition("t", 1).Producers()) {
+		t.Fatal("restored producers differ")
+	}
+	// The idle producer comes back with its next sequence: accepted, and
+	// its state starts again from there (a retry of it is a duplicate).
+	first := idem(idle, 2)
+	if first.Code != 0 {
+		t.Fatalf("the expired producer's next batch: %+v, want it accepted", first)
+	}
+	if r := idem(idle, 2); r.Code != 0 || r.BaseOffset != first.BaseOffset {
+		t.Fatalf("its retry: %+v, want the first offset %d", r, first.BaseOffset)
+	}
+	if r := idem(idle, 4); r.Code != ErrOutOfOrderSequence {
+		t.Fatalf("a gap after it: %+v, want OUT_OF_ORDER_SEQUENCE_NUMBER", r)
+	}
+}
+
+// Below LevelIdleExpiry ExpireProducers is refused, and a producer a
+// partition has no state of must start at sequence 0, as before.
+func TestExpireProducersNeedsItsLevel(t *testing.T) {
+	h := newTxnHarness(t) // at LevelTransactions
+	cmd := &ExpireProducers{NowMs: h.now, ExpirationMs: 1}
+	var fe *FeatureError
+	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelIdleExpiry {
+		t.Fatalf("Admit below LevelIdleExpiry: %v", err)
+	}
+	res := h.apply(&Append{NowMs: h.now, Batches: []Batch{{Topic: "t", Partition: 0, Data: fakeBatch(1, h.now, nil),
+		MaxTimestamp: h.now, ProducerID: 7, BaseSequence: 3}}})
+	if r := res.(*AppendResults).Results[0]; r.Code != ErrUnknownProducerID {
+		t.Fatalf("an unknown producer at sequence 3 below LevelIdleExpiry: %+v, want UNKNOWN_PRODUCER_ID", r)
+	}
+}

@@ -82,11 +82,25 @@ func startNodeWith(t testing.TB, mod func(*gateway.Config), groups bool) *testNo
 // would: the cluster stays below the levels above it.
 func startNodeAt(t testing.TB, mod func(*gateway.Config), groups bool, maxLevel *fsm.Level) *testNode {
 	t.Helper()
+	return startNodeOpts(t, mod, groups, nodeOpts{maxLevel: maxLevel})
+}
+
+// nodeOpts are the less common settings of a test node.
+type nodeOpts struct {
+	maxLevel *fsm.Level  // the highest feature level it supports (nil: this binary's)
+	txn      *txn.Config // its transaction coordinator, with the expiry service (nil: no expiry)
+	// producerExpiry runs the embedded backend's producer expiry service
+	// (nil: not run).
+	producerExpiry *embedded.ProducerExpiry
+}
+
+func startNodeOpts(t testing.TB, mod func(*gateway.Config), groups bool, o nodeOpts) *testNode {
+	t.Helper()
 	var lastErr error
 	// Free ports are picked by binding and releasing them; retry in the
 	// unlikely case another process grabbed one in between.
 	for attempt := 0; attempt < 5; attempt++ {
-		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"), groups, maxLevel)
+		n, err := tryStartNode(t, mod, filepath.Join(t.TempDir(), "data"), groups, o)
 		if err == nil {
 			return n
 		}
@@ -96,8 +110,9 @@ func startNodeAt(t testing.TB, mod func(*gateway.Config), groups bool, maxLevel 
 	return nil
 }
 
-func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bool, maxLevel *fsm.Level) (*testNode, error) {
+func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bool, o nodeOpts) (*testNode, error) {
 	log := slog.New(slog.DiscardHandler)
+	maxLevel := o.maxLevel
 	st, err := fsm.Open(fsm.Options{Dir: dir, SegmentBytes: 1 << 20, Logger: log})
 	if err != nil {
 		return nil, err
@@ -141,6 +156,12 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		time.Sleep(10 * time.Millisecond)
 	}
 	backend := embedded.New(node, st, log)
+	if o.producerExpiry != nil {
+		node.RunWhileLeader("producer expiry", func(ctx context.Context) error {
+			backend.RunProducerExpiry(ctx, *o.producerExpiry)
+			return nil
+		})
+	}
 	cfg := gateway.Config{Addr: kafkaAddr, AutoCreateTopics: true, Logger: log, Credentials: backend}
 	if mod != nil {
 		mod(&cfg)
@@ -150,7 +171,15 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 	if groups {
 		cfg.Groups = coordinator.New(coordinator.Config{InitialRebalanceDelay: time.Millisecond, Logger: log}, node, st)
 		node.RunWhileLeader("group coordinator", cfg.Groups.Lead)
-		cfg.Transactions = txn.New(txn.Config{MaxTimeout: time.Minute, Logger: log}, node, st)
+		tcfg := txn.Config{MaxTimeout: time.Minute}
+		if o.txn != nil {
+			tcfg = *o.txn
+		}
+		tcfg.Logger = log
+		cfg.Transactions = txn.New(tcfg, node, st)
+		if o.txn != nil {
+			node.RunWhileLeader("transaction expiry", cfg.Transactions.ExpireTransactions)
+		}
 	}
 	srv := gateway.New(cfg, backend, node)
 	if err := srv.Listen(); err != nil {

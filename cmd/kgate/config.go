@@ -53,6 +53,8 @@ type config struct {
 	GroupMaxSession   time.Duration
 	MaxTxnTimeout     time.Duration
 	TxnAbortCheck     time.Duration
+	TxnIDExpiration   time.Duration
+	ProducerIDExpiry  time.Duration
 	GroupMaxRebalance time.Duration
 	OffsetsRetention  time.Duration
 	MaxGroups         int
@@ -113,7 +115,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.GroupMaxRebalance, "group-max-rebalance-timeout", 5*time.Minute, "rebalance timeouts are clamped to this")
 	fs.DurationVar(&c.OffsetsRetention, "offsets-retention", 7*24*time.Hour, "keep committed offsets this long after a group becomes empty (KIP-211)")
 	fs.DurationVar(&c.MaxTxnTimeout, "max-transaction-timeout", 15*time.Minute, "largest transaction.timeout.ms a transactional producer may ask for (Kafka's transaction.max.timeout.ms)")
-	fs.DurationVar(&c.TxnAbortCheck, "transaction-abort-check-interval", 10*time.Second, "how often the leader aborts transactions older than their timeout")
+	fs.DurationVar(&c.TxnAbortCheck, "transaction-abort-check-interval", 10*time.Second, "how often the leader aborts transactions older than their timeout, and removes expired transactional ids")
+	fs.DurationVar(&c.ProducerIDExpiry, "producer-id-expiration", 24*time.Hour, "an idempotent producer's state in a partition is dropped this long after its last append (Kafka's producer.id.expiration.ms)")
+	fs.DurationVar(&c.TxnIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "a transactional id with no ongoing transaction is removed this long after its last use (Kafka's transactional.id.expiration.ms)")
 	fs.IntVar(&c.MaxGroups, "max-groups", 1000, "consumer groups allowed")
 	fs.IntVar(&c.MaxGroupMembers, "max-group-members", 1000, "members per group, pending member ids included")
 	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups")
@@ -374,6 +378,7 @@ func (c *config) validate() error {
 		{"group-max-session-timeout", c.GroupMaxSession}, {"group-max-rebalance-timeout", c.GroupMaxRebalance},
 		{"offsets-retention", c.OffsetsRetention},
 		{"max-transaction-timeout", c.MaxTxnTimeout}, {"transaction-abort-check-interval", c.TxnAbortCheck},
+		{"transactional-id-expiration", c.TxnIDExpiration}, {"producer-id-expiration", c.ProducerIDExpiry},
 	} {
 		if d.v < 0 || (d.v == 0 && d.name != "group-initial-rebalance-delay") {
 			return fmt.Errorf("invalid value %s for --%s: must be positive", d.v, d.name)

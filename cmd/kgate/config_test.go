@@ -81,6 +81,10 @@ func TestConfigDefaults(t *testing.T) {
 		"IggyPollInterval":    100 * time.Millisecond,
 		"IggyTimeout":         5 * time.Second,
 		"IggySaveEvery":       0,
+		"MaxTxnTimeout":       15 * time.Minute,
+		"TxnAbortCheck":       10 * time.Second,
+		"TxnIDExpiration":     7 * 24 * time.Hour,
+		"ProducerIDExpiry":    24 * time.Hour,
 	}
 	v := reflect.ValueOf(*c)
 	for name, w := range want {
@@ -111,6 +115,8 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"KGATE_RAFT_SNAPSHOT_THRESHOLD", "100",
 		"KGATE_LOG_LEVEL", "debug",
 		"KGATE_FSYNC", "false",
+		"KGATE_TRANSACTIONAL_ID_EXPIRATION", "36h",
+		"KGATE_PRODUCER_ID_EXPIRATION", "2h",
 		"NODE_ID", "9", // not ours: no prefix
 		"kgate_node_id", "9", // not ours: wrong case
 	))
@@ -121,7 +127,8 @@ func TestConfigFromEnvironment(t *testing.T) {
 		c.AdvertiseKafkaAddr != "kgate-7.example:19092" || c.RaftAddr != "10.0.0.7:9093" ||
 		c.Join != "10.0.0.1:9094, 10.0.0.2:9094" || c.BootstrapExpect != 3 || c.AutoCreateTopics ||
 		c.DefaultPartitions != 6 || c.IdleTimeout != 90*time.Second || c.SegmentBytes != 1<<20 ||
-		c.RaftSnapshotEvery != 100 || c.LogLevel != "debug" || c.Fsync {
+		c.RaftSnapshotEvery != 100 || c.LogLevel != "debug" || c.Fsync || c.TxnIDExpiration != 36*time.Hour ||
+		c.ProducerIDExpiry != 2*time.Hour {
 		t.Fatalf("environment not applied: %+v", *c)
 	}
 	// Untouched settings keep their defaults.
@@ -182,6 +189,11 @@ func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
 		{"raft election below heartbeat", []string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, nil, "--raft-election-timeout"},
 		{"raft snapshot threshold", []string{"--raft-snapshot-threshold", "0"}, nil, "--raft-snapshot-threshold"},
 		{"log level", []string{"--log-level", "verbose"}, nil, "--log-level"},
+		{"max transaction timeout", []string{"--max-transaction-timeout", "0s"}, nil, "--max-transaction-timeout"},
+		{"transactional id expiration 0", []string{"--transactional-id-expiration", "0s"}, nil, "--transactional-id-expiration"},
+		{"negative transactional id expiration", []string{"--transactional-id-expiration=-1h"}, nil, "--transactional-id-expiration"},
+		{"producer id expiration 0", []string{"--producer-id-expiration", "0s"}, nil, "--producer-id-expiration"},
+		{"transactional id expiration from env", nil, []string{"KGATE_TRANSACTIONAL_ID_EXPIRATION", "7"}, "--transactional-id-expiration"},
 		{"bad env number", nil, []string{"KGATE_NODE_ID", "one"}, "--node-id"},
 		{"bad env duration", nil, []string{"KGATE_IDLE_TIMEOUT", "10"}, "--idle-timeout"},
 		{"bad env bool", nil, []string{"KGATE_AUTO_CREATE_TOPICS", "maybe"}, "--auto-create-topics"},

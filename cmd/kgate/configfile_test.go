@@ -32,6 +32,8 @@ join:
   - 10.0.0.1:9094
   - 10.0.0.2:9094
 bootstrap-expect: 3
+transactional-id-expiration: 30m
+producer-id-expiration: 90m
 `)
 	c, err := parseConfig([]string{"--config", path, "--log-level", "error"},
 		env("KGATE_LOG_LEVEL", "debug", "KGATE_NODE_ID", "5"))
@@ -45,7 +47,8 @@ bootstrap-expect: 3
 		t.Errorf("node-id %d: the environment must beat the file", c.NodeID)
 	}
 	if c.DataDir != "/var/lib/kgate" || c.KafkaAddr != "127.0.0.1:19092" || c.LogFormat != "json" ||
-		c.IdleTimeout != 90*time.Second || c.Fsync || c.Join != "10.0.0.1:9094,10.0.0.2:9094" || c.BootstrapExpect != 3 {
+		c.IdleTimeout != 90*time.Second || c.Fsync || c.Join != "10.0.0.1:9094,10.0.0.2:9094" || c.BootstrapExpect != 3 ||
+		c.TxnIDExpiration != 30*time.Minute || c.ProducerIDExpiry != 90*time.Minute {
 		t.Errorf("file not applied: %+v", *c)
 	}
 	if c.AdminAddr != "127.0.0.1:9095" {

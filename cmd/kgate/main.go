@@ -173,8 +173,8 @@ func serve(ctx context.Context, cfg *config) error {
 	}, node, state)
 	var txns *txn.Coordinator
 	if cfg.Backend == "embedded" { // markers are written into kgate's own log
-		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, MaxGroups: cfg.MaxGroups, Logger: log},
-			node, state)
+		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, IDExpiration: cfg.TxnIDExpiration,
+			MaxGroups: cfg.MaxGroups, Logger: log}, node, state)
 	}
 	gcfg := gateway.Config{
 		Addr:              cfg.KafkaAddr,
@@ -232,6 +232,12 @@ func serve(ctx context.Context, cfg *config) error {
 	if cfg.Backend == "embedded" { // Iggy applies its own message expiry
 		node.RunWhileLeader("retention", func(ctx context.Context) error {
 			local.RunRetention(ctx, cfg.RetentionCheck)
+			return nil
+		})
+		// Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms).
+		expiry := embedded.ProducerExpiry{Expiration: cfg.ProducerIDExpiry, Every: min(10*time.Minute, cfg.ProducerIDExpiry)}
+		node.RunWhileLeader("producer expiry", func(ctx context.Context) error {
+			local.RunProducerExpiry(ctx, expiry)
 			return nil
 		})
 	}

@@ -2,7 +2,8 @@
 // group coordinator it runs on the Raft leader: it checks what needs no
 // state (limits, timeouts), turns every transaction request into an fsm
 // command and proposes it, and, as a leader service, aborts transactions
-// that outlive their timeout. All transaction state is in the FSM, so a new
+// that outlive their timeout and removes transactional ids left idle longer
+// than their expiration. All transaction state is in the FSM, so a new
 // leader resumes every transaction where the old one left it.
 package txn
 
@@ -24,8 +25,13 @@ type Config struct {
 	// transaction.max.timeout.ms, 15 minutes by default).
 	MaxTimeout time.Duration
 	// ExpiryCheck is how often the leader looks for expired transactions
-	// (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	// (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms)
+	// and for idle transactional ids.
 	ExpiryCheck time.Duration
+	// IDExpiration is how long a transactional id without an ongoing
+	// transaction is kept after its last use (Kafka's
+	// transactional.id.expiration.ms, 7 days by default).
+	IDExpiration time.Duration
 	// MaxGroups bounds the groups a TxnOffsetCommit may create.
 	MaxGroups int
 	Now       func() time.Time
@@ -54,6 +60,9 @@ func New(cfg Config, raft Raft, state *fsm.FSM) *Coordinator {
 	}
 	if cfg.ExpiryCheck <= 0 {
 		cfg.ExpiryCheck = 10 * time.Second
+	}
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = 7 * 24 * time.Hour
 	}
 	if cfg.MaxGroups <= 0 {
 		cfg.MaxGroups = 1000
@@ -240,9 +249,10 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 }
 
 // ExpireTransactions is the leader service that aborts every transaction
-// older than its timeout and fences its producer. The time is the leader's,
-// carried in the command; Apply aborts only a transaction that is still
-// the same one and expired by that time.
+// older than its timeout and fences its producer, and removes transactional
+// ids idle longer than IDExpiration. The time is the leader's, carried in
+// the commands; Apply aborts only a transaction that is still the same one
+// and expired by that time, and removes only an id still idle by then.
 func (c *Coordinator) ExpireTransactions(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.ExpiryCheck)
 	defer t.Stop()
@@ -256,11 +266,32 @@ func (c *Coordinator) ExpireTransactions(ctx context.Context) error {
 	}
 }
 
+// expireIDsPerCommand bounds the size of one ExpireTxnIDs entry.
+const expireIDsPerCommand = 500
+
 func (c *Coordinator) expire(ctx context.Context) {
 	now := c.nowMs()
+	idExpiration := c.cfg.IDExpiration.Milliseconds()
+	var idle []string
+	var timedOut []fsm.TxnView
 	for _, v := range c.fsm.Transactions() {
-		if v.State != fsm.TxnOngoing || now-v.StartMs < int64(v.TimeoutMs) {
-			continue
+		switch {
+		case v.State != fsm.TxnOngoing:
+			// Kafka's rule: Empty, CompleteCommit or CompleteAbort, last
+			// updated at or before now minus the expiration.
+			if v.UpdateMs <= now-idExpiration {
+				idle = append(idle, v.TransactionalID)
+			}
+		case now-v.StartMs >= int64(v.TimeoutMs):
+			timedOut = append(timedOut, v)
+		}
+	}
+	// Idle ids first: a transaction this pass aborts is not idle, and once
+	// an abort of this pass shows, so does every removal.
+	c.expireIDs(ctx, now, idExpiration, idle)
+	for _, v := range timedOut {
+		if ctx.Err() != nil {
+			return
 		}
 		cmd := &fsm.ExpireTxn{TxnProducer: fsm.TxnProducer{TransactionalID: v.TransactionalID, ProducerID: v.ProducerID,
 			Epoch: v.Epoch, NowMs: now}, StartMs: v.StartMs}
@@ -268,8 +299,32 @@ func (c *Coordinator) expire(ctx context.Context) {
 			c.log.Info("aborted an expired transaction", "transactional_id", v.TransactionalID,
 				"producer_id", v.ProducerID, "timeout_ms", v.TimeoutMs)
 		}
-		if ctx.Err() != nil {
-			return
+	}
+}
+
+// expireIDs proposes the removal of idle transactional ids, in commands of
+// a bounded size.
+func (c *Coordinator) expireIDs(ctx context.Context, now, idExpiration int64, idle []string) {
+	// Below LevelIdleExpiry (a voter runs an older kgate) ids are kept.
+	if len(idle) == 0 || c.fsm.FeatureLevel() < fsm.LevelIdleExpiry {
+		return
+	}
+	for len(idle) > 0 && ctx.Err() == nil {
+		batch := idle[:min(len(idle), expireIDsPerCommand)]
+		idle = idle[len(batch):]
+		r, code := c.propose(ctx, &fsm.ExpireTxnIDs{NowMs: now, ExpirationMs: idExpiration, IDs: batch})
+		if code != 0 {
+			return // proposed again at the next check
+		}
+		removed := 0
+		for _, code := range r.Codes {
+			if code == 0 {
+				removed++
+			}
+		}
+		if removed > 0 {
+			c.log.Info("removed idle transactional ids", "count", removed,
+				"expiration", c.cfg.IDExpiration.String())
 		}
 	}
 }

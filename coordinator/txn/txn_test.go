@@ -56,7 +56,7 @@ func newHarness(t *testing.T, level fsm.Level) *harness {
 	}
 	t.Cleanup(func() { f.Close() })
 	h := &harness{t: t, f: f, raft: &testRaft{f: f, leader: true, raftLeader: true}, now: time.UnixMilli(1_700_000_000_000)}
-	h.c = New(Config{MaxTimeout: time.Minute, ExpiryCheck: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	h.c = New(Config{MaxTimeout: time.Minute, ExpiryCheck: 5 * time.Millisecond, IDExpiration: time.Hour, Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now }}, h.raft, f)
 	h.raft.Propose(t.Context(), fsm.Encode(&fsm.SetFeatureLevel{Level: level}), false)
 	h.raft.Propose(t.Context(), fsm.Encode(&fsm.CreateTopic{Name: "t", Partitions: 1}), false)
@@ -155,5 +155,96 @@ func TestExpiredTransactionAbortedAndFenced(t *testing.T) {
 	// The producer starts over with a new InitProducerId, at the next epoch.
 	if _, e2, code := h.c.InitProducerID(ctx, "tx", 1000, -1, -1); code != 0 || e2 != epoch+2 {
 		t.Fatalf("re-init: epoch %d error %d, want %d", e2, code, epoch+2)
+	}
+}
+
+// A transactional id without an ongoing transaction, unused for
+// IDExpiration, is removed by the leader service: it is no longer
+// described or listed, and a producer that uses it again starts with a new
+// producer id at epoch 0. An ongoing transaction keeps its id.
+func TestIdleTransactionalIDsExpire(t *testing.T) {
+	h := newHarness(t, fsm.LatestLevel)
+	ctx := t.Context()
+	tps := []fsm.TopicPartition{{Topic: "t", Partition: 0}}
+	pid, epoch, code := h.c.InitProducerID(ctx, "idle", 60_000, -1, -1)
+	if code != 0 {
+		t.Fatalf("init: %d", code)
+	}
+	h.c.AddPartitions(ctx, "idle", pid, epoch, tps)
+	if code := h.c.EndTxn(ctx, "idle", pid, epoch, true); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	h.advance(30 * time.Minute)
+	if _, _, code := h.c.InitProducerID(ctx, "recent", 60_000, -1, -1); code != 0 {
+		t.Fatalf("init: %d", code)
+	}
+	h.advance(30*time.Minute - time.Millisecond)
+	h.c.expire(ctx)
+	if _, code := h.c.Describe("idle"); code != 0 {
+		t.Fatalf("an id idle for less than the expiration: describe error %d", code)
+	}
+	h.advance(time.Millisecond)
+	// The leader service finds it.
+	svc, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.c.ExpireTransactions(svc) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, code := h.c.Describe("idle"); code == 0; _, code = h.c.Describe("idle") {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle id is still there 10 s after its expiration")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, code := h.c.Describe("idle"); code != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("describe of the expired id: error %d, want TRANSACTIONAL_ID_NOT_FOUND", code)
+	}
+	var listed []string
+	for _, v := range h.c.List() {
+		listed = append(listed, v.TransactionalID)
+	}
+	if len(listed) != 1 || listed[0] != "recent" {
+		t.Fatalf("listed %v, want [recent]", listed)
+	}
+	if code := h.c.EndTxn(ctx, "idle", pid, epoch, true); code != kerr.InvalidProducerIDMapping.Code {
+		t.Fatalf("the expired producer's EndTxn: error %d, want INVALID_PRODUCER_ID_MAPPING", code)
+	}
+	pid2, epoch2, code := h.c.InitProducerID(ctx, "idle", 60_000, -1, -1)
+	if code != 0 || pid2 == pid || epoch2 != 0 {
+		t.Fatalf("init after expiry: producer %d epoch %d error %d, want a new producer id at epoch 0", pid2, epoch2, code)
+	}
+	// An ongoing transaction keeps its id however long it runs (its
+	// timeout aborts it first; the id then waits its expiration again).
+	if _, code := h.c.AddPartitions(ctx, "idle", pid2, epoch2, tps); code != 0 {
+		t.Fatalf("add partitions: %d", code)
+	}
+	h.advance(2 * time.Hour)
+	h.c.expire(ctx)
+	v, code := h.c.Describe("idle")
+	if code != 0 || v.State != fsm.TxnCompleteAbort {
+		t.Fatalf("a timed-out transaction's id: %+v error %d, want it aborted and kept", v, code)
+	}
+	h.advance(time.Hour)
+	h.c.expire(ctx)
+	if _, code := h.c.Describe("idle"); code != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("an hour after the abort: describe error %d, want TRANSACTIONAL_ID_NOT_FOUND", code)
+	}
+}
+
+// Below LevelIdleExpiry (a voter still runs an older kgate) ids are kept
+// and everything else works.
+func TestIdleIDsKeptBelowTheirLevel(t *testing.T) {
+	h := newHarness(t, fsm.LevelTransactions)
+	ctx := t.Context()
+	if _, _, code := h.c.InitProducerID(ctx, "tx", 1000, -1, -1); code != 0 {
+		t.Fatalf("init: %d", code)
+	}
+	h.advance(2 * time.Hour)
+	h.c.expire(ctx)
+	if _, code := h.c.Describe("tx"); code != 0 {
+		t.Fatalf("describe below LevelIdleExpiry: error %d, want the id kept", code)
 	}
 }

@@ -1,6 +1,14 @@
 package embedded
 
-import "github.com/kgate/kgate/gateway"
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/gateway"
+)
 
 var _ gateway.ProducerDescriber = (*Backend)(nil)
 
@@ -17,4 +25,48 @@ func (b *Backend) Producers(topic string, p int32) ([]gateway.ProducerState, err
 			TxnStart: pi.TxnStart})
 	}
 	return out, nil
+}
+
+// ProducerExpiry configures RunProducerExpiry.
+type ProducerExpiry struct {
+	// Expiration is how long a producer's idempotence state is kept after
+	// its last append (Kafka's producer.id.expiration.ms).
+	Expiration time.Duration
+	// Every is how often the leader looks (Kafka's
+	// producer.id.expiration.check.interval.ms).
+	Every time.Duration
+	// Now is the leader's clock; nil is the backend's.
+	Now func() time.Time
+}
+
+// RunProducerExpiry drops the idempotence state of producers idle longer
+// than the expiration, until ctx ends. It is a leader service
+// (cluster.Node.RunWhileLeader): the leader stamps its time into an
+// ExpireProducers command, and every replica drops the same producers.
+// Below fsm.LevelIdleExpiry (a voter runs an older kgate) it does nothing.
+func (b *Backend) RunProducerExpiry(ctx context.Context, cfg ProducerExpiry) {
+	now := cfg.Now
+	if now == nil {
+		now = b.now
+	}
+	t := time.NewTicker(cfg.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if b.fsm.FeatureLevel() < fsm.LevelIdleExpiry {
+			continue
+		}
+		cmd := &fsm.ExpireProducers{NowMs: now().UnixMilli(), ExpirationMs: cfg.Expiration.Milliseconds()}
+		res, err := b.propose(ctx, cmd, kerr.NotController)
+		if err != nil {
+			continue // proposed again at the next check
+		}
+		if r, ok := res.(*fsm.ExpireProducersResult); ok && r.Removed > 0 {
+			b.log.Info("dropped the state of idle producers", "count", r.Removed, "expiration", cfg.Expiration.String())
+		}
+	}
 }
