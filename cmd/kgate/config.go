@@ -37,6 +37,7 @@ type config struct {
 	MaxMessageBytes     int
 	MaxConnections      int
 	IdleTimeout         time.Duration
+	RequestReadTimeout  time.Duration
 	SegmentBytes        int64
 	RetentionCheck      time.Duration
 	RaftHeartbeat       time.Duration
@@ -98,8 +99,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&c.MaxFrameBytes, "max-frame-bytes", 100<<20, "largest request accepted (Kafka's socket.request.max.bytes)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1048588, "largest record batch accepted (Kafka's message.max.bytes)")
-	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka connections allowed")
+	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka client connections allowed (other nodes' links are not counted)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 10*time.Minute, "close Kafka connections idle this long")
+	fs.DurationVar(&c.RequestReadTimeout, "request-read-timeout", 30*time.Second, "close a Kafka connection whose request, once its first byte arrived, is not whole within this (slowloris), or that takes no answer for this long; also bounds TLS handshakes")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", 64<<20, "default partition segment size; retention deletes whole segments")
 	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", 30*time.Second, "how often the leader applies retention")
 	fs.DurationVar(&c.RaftHeartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout: a follower that hears nothing from the leader this long starts an election")
@@ -341,6 +343,9 @@ func (c *config) validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		return fmt.Errorf("invalid value %s for --idle-timeout: must be positive", c.IdleTimeout)
+	}
+	if c.RequestReadTimeout <= 0 {
+		return fmt.Errorf("invalid value %s for --request-read-timeout: must be positive", c.RequestReadTimeout)
 	}
 	if c.SegmentBytes < 1024 {
 		return fmt.Errorf("invalid value %d for --segment-bytes: must be at least 1024", c.SegmentBytes)
