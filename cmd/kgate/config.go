@@ -118,7 +118,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.TxnAbortCheck, "transaction-abort-check-interval", 10*time.Second, "how often the leader aborts transactions older than their timeout")
 	fs.IntVar(&c.MaxGroups, "max-groups", 1000, "consumer groups allowed")
 	fs.IntVar(&c.MaxGroupMembers, "max-group-members", 1000, "members per group, pending member ids included")
-	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups")
+	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups, pending member ids included")
 	fs.IntVar(&c.MaxMemberMetadata, "max-member-metadata-bytes", 64<<10, "bytes of join metadata, and of assignment, per member")
 	fs.DurationVar(&c.DeadNodeReapAfter, "dead-node-reap-after", 72*time.Hour, "a failed node stays a Raft voter this long before the leader removes it")
 	fs.DurationVar(&c.RejoinInterval, "rejoin-interval", 30*time.Second, "how often the --join seeds are contacted again")
