@@ -49,7 +49,7 @@ import (
 // Throughout, the producer's and the group's requests keep completing
 // (checked during each flood), and at the end every acknowledged record
 // was consumed, the group kept its members and generation, and each
-// node's peak RSS (VmHWM) stayed under floodRSSCeiling.
+// node's peak RSS (VmHWM) stayed under a ceiling.
 //
 // KGATE_E2E_FLOODS=long runs the longer form (ten times the connections,
 // frames, random inputs and commits); KGATE_E2E_FLOODS_SEED replays the
@@ -72,7 +72,7 @@ func TestFloods(t *testing.T) {
 	begin := time.Now()
 	c := startClusterWith(t, func(c *kgateCluster) {
 		for _, n := range c.nodes {
-			n.args = append(n.args, floodFlags...)
+			n.args = append(n.args, floodFlags(scale)...)
 		}
 	})
 	suffix := time.Now().UnixNano() % 1e9
@@ -120,6 +120,14 @@ func TestFloods(t *testing.T) {
 	w.report(t) // fails on any rebalance callback (a member lost or revoked) since arming
 
 	peak := f.peakRSS()
+	// Each node's peak RSS must stay under about four times the largest
+	// measured (docs/reliability.md, "Floods and bad input"): 46 MiB in
+	// the short form, 172 MiB in the long one (10,000 one-member groups,
+	// 20,000 groups with offsets, 40,000 members and pending ids).
+	floodRSSCeiling := int64(192 << 20)
+	if scale > 1 {
+		floodRSSCeiling = 640 << 20
+	}
 	for i, n := range c.nodes {
 		t.Logf("node %d peak RSS (VmHWM): %d MiB before the floods, %d MiB after (ceiling %d MiB)",
 			n.id, baseline[i]>>20, peak[i]>>20, floodRSSCeiling>>20)
@@ -144,21 +152,34 @@ const (
 	floodReadTimeout    = 2 * time.Second
 	floodMaxFrame       = 1_100_000
 	floodMaxMessage     = 1048588 // the default
-	floodMaxGroups      = 200
 	floodMaxGroupMember = 20
-	floodMaxMembers     = 400
-	// floodRSSCeiling bounds each node's peak RSS: about three times the
-	// largest measured (docs/reliability.md, "Floods and bad input").
-	floodRSSCeiling = 384 << 20
 )
 
-var floodFlags = []string{
-	"--max-connections", strconv.Itoa(floodMaxConns),
-	"--request-read-timeout", floodReadTimeout.String(),
-	"--max-frame-bytes", strconv.Itoa(floodMaxFrame),
-	"--max-groups", strconv.Itoa(floodMaxGroups),
-	"--max-group-members", strconv.Itoa(floodMaxGroupMember),
-	"--max-members", strconv.Itoa(floodMaxMembers),
+// floodCaps are the group caps: low in the short form, so it reaches them
+// quickly; in the long form high enough for 10,000 groups with a member
+// each besides.
+func floodCaps(scale int) (maxGroups, maxMembers int) {
+	if scale > 1 {
+		return 20_000, 40_000
+	}
+	return 200, 400
+}
+
+func floodFlags(scale int) []string {
+	maxGroups, maxMembers := floodCaps(scale)
+	flags := []string{
+		"--max-connections", strconv.Itoa(floodMaxConns),
+		"--request-read-timeout", floodReadTimeout.String(),
+		"--max-frame-bytes", strconv.Itoa(floodMaxFrame),
+		"--max-groups", strconv.Itoa(maxGroups),
+		"--max-group-members", strconv.Itoa(floodMaxGroupMember),
+		"--max-members", strconv.Itoa(maxMembers),
+	}
+	if scale > 1 {
+		// The 10,000 one-member groups of the long form join at once.
+		flags = append(flags, "--group-initial-rebalance-delay", "1ms")
+	}
+	return flags
 }
 
 type floods struct {
@@ -656,6 +677,7 @@ func (f *floods) randomBytes() {
 // groups past --max-groups.
 func (f *floods) groupsPastCaps() {
 	t := f.t
+	maxGroups, maxMembers := floodCaps(f.scale)
 	leader := f.c.node(f.c.leader())
 	cl, _ := f.c.adminClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -697,11 +719,11 @@ func (f *floods) groupsPastCaps() {
 		wg.Wait()
 		return out
 	}
-	join := func(group, client string, version int16) *kmsg.JoinGroupRequest {
+	join := func(group, client string, version int16, session int32) *kmsg.JoinGroupRequest {
 		r := kmsg.NewPtrJoinGroupRequest()
 		r.Version = version
 		r.Group, r.ProtocolType = group, "consumer"
-		r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 6000, 6000
+		r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = session, 6000
 		p := kmsg.NewJoinGroupRequestProtocol()
 		p.Name, p.Metadata = "range", (&kmsg.ConsumerMemberMetadata{Topics: []string{f.probeTopic}}).AppendTo(nil)
 		r.Protocols = append(r.Protocols, p)
@@ -712,26 +734,47 @@ func (f *floods) groupsPastCaps() {
 	// Members past --max-group-members (JoinGroup v3: no pending ids).
 	big := fmt.Sprintf("floods-big-%d", time.Now().UnixNano()%1e9)
 	n := floodMaxGroupMember + 5
-	got := codes(n, n, func(i int) kmsg.Request { return join(big, fmt.Sprintf("big-%d", i), 3) }, joinCode)
+	got := codes(n, n, func(i int) kmsg.Request { return join(big, fmt.Sprintf("big-%d", i), 3, 6000) }, joinCode)
 	t.Logf("%d members joining one group with --max-group-members %d: %v", n, floodMaxGroupMember, got)
 	if got[0] != floodMaxGroupMember || got[kerr.GroupMaxSizeReached.Code] != n-floodMaxGroupMember {
 		t.Errorf("joins of %d members: codes %v, want %d joined and %d GROUP_MAX_SIZE_REACHED", n, got, floodMaxGroupMember, n-floodMaxGroupMember)
 	}
 
+	// The long form: 10,000 groups with a member each (JoinGroup v3; the
+	// members never sync and time out after 6 s).
+	memberGroups := 0
+	if f.scale > 1 {
+		memberGroups = 10_000
+		got = codes(memberGroups, 32, func(i int) kmsg.Request {
+			return join(fmt.Sprintf("floods-one-%d", i), "one", 3, 6000)
+		}, joinCode)
+		t.Logf("%d groups joined by one member each: %v", memberGroups, got)
+		if got[0] != memberGroups {
+			t.Errorf("%d groups joined by one member each: codes %v, want all joined", memberGroups, got)
+		}
+	}
+
 	// 10,000 first joins of new groups (v5: KIP-394): each would leave a
-	// pending member id for the session timeout.
+	// pending member id for the session timeout, 5 minutes: longer than
+	// the rest of the test, so none expires to make room.
 	n = 10_000 * f.scale
-	got = codes(n, 16, func(i int) kmsg.Request { return join(fmt.Sprintf("floods-new-%d", i), "new", 5) }, joinCode)
-	t.Logf("%d first joins of new groups with --max-members %d: %v", n, floodMaxMembers, got)
-	if got[kerr.MemberIDRequired.Code] == 0 || got[kerr.MemberIDRequired.Code]+floodMaxGroupMember+clusterMembers > floodMaxMembers ||
-		got[kerr.MemberIDRequired.Code]+got[kerr.CoordinatorNotAvailable.Code] != n {
+	got = codes(n, 16, func(i int) kmsg.Request {
+		return join(fmt.Sprintf("floods-new-%d", i), "new", 5, int32((5 * time.Minute).Milliseconds()))
+	}, joinCode)
+	t.Logf("%d first joins of new groups with --max-members %d: %v", n, maxMembers, got)
+	pending := got[kerr.MemberIDRequired.Code]
+	// The healthy group's members take their places; the others' may have
+	// timed out.
+	if pending == 0 || pending+clusterMembers > maxMembers || pending+got[kerr.CoordinatorNotAvailable.Code] != n {
 		t.Errorf("first joins of %d new groups: codes %v, want at most %d MEMBER_ID_REQUIRED, the rest COORDINATOR_NOT_AVAILABLE",
-			n, got, floodMaxMembers-floodMaxGroupMember-clusterMembers)
+			n, got, maxMembers-clusterMembers)
 	}
 
 	// Offset commits to new groups (each a group of its own while it has
-	// offsets) past --max-groups.
-	n = 2_000 * f.scale
+	// offsets) past --max-groups: the healthy group (which has offsets)
+	// takes one place, the big group and the one-member groups one each if
+	// their members have not yet timed out.
+	n = max(2*maxGroups, 2_000)
 	got = codes(n, 16, func(i int) kmsg.Request {
 		r := kmsg.NewPtrOffsetCommitRequest()
 		r.Version = 8
@@ -750,9 +793,10 @@ func (f *floods) groupsPastCaps() {
 		}
 		return resp.Topics[0].Partitions[0].ErrorCode
 	})
-	t.Logf("%d offset commits to new groups with --max-groups %d: %v", n, floodMaxGroups, got)
-	if got[0] == 0 || got[0]+2 > floodMaxGroups || got[0]+got[kerr.CoordinatorNotAvailable.Code] != n {
-		t.Errorf("offset commits to %d new groups: codes %v, want at most %d accepted, the rest COORDINATOR_NOT_AVAILABLE", n, got, floodMaxGroups-2)
+	t.Logf("%d offset commits to new groups with --max-groups %d: %v", n, maxGroups, got)
+	if got[0] < maxGroups-2-memberGroups || got[0] > maxGroups-1 || got[0]+got[kerr.CoordinatorNotAvailable.Code] != n {
+		t.Errorf("offset commits to %d new groups: codes %v, want %d to %d accepted, the rest COORDINATOR_NOT_AVAILABLE",
+			n, got, maxGroups-2-memberGroups, maxGroups-1)
 	}
 	var listed int
 	step(t, "the leader lists the groups", 30*time.Second, func(ctx context.Context) error {
@@ -763,9 +807,9 @@ func (f *floods) groupsPastCaps() {
 		listed = len(groups)
 		return nil
 	})
-	t.Logf("groups listed after the group floods: %d (--max-groups %d)", listed, floodMaxGroups)
-	if listed > floodMaxGroups {
-		t.Errorf("%d groups listed, over --max-groups %d", listed, floodMaxGroups)
+	t.Logf("groups listed after the group floods: %d (--max-groups %d)", listed, maxGroups)
+	if listed > maxGroups {
+		t.Errorf("%d groups listed, over --max-groups %d", listed, maxGroups)
 	}
 	f.served("after the group floods")
 }
