@@ -25,7 +25,7 @@ import (
 type Config struct {
 	Addr              string        // listen address
 	MaxFrameBytes     int32         // largest request accepted (socket.request.max.bytes)
-	MaxConnections    int           // client connections beyond this are closed at once (other nodes' links are not counted)
+	MaxConnections    int           // client connections beyond this are closed at once; other nodes' links are counted apart, to the same bound
 	IdleTimeout       time.Duration // a connection with no request for this long is closed
 	ReadTimeout       time.Duration // a started frame must arrive within this, and an answer be taken
 	MaxInFlight       int           // pipelined requests per connection being worked on
@@ -177,12 +177,12 @@ type Server struct {
 	lns   []boundListener
 	mu    sync.Mutex
 	conns map[*conn]struct{}
-	// clients counts the conns of clients, which MaxConnections bounds:
-	// other nodes' links are not counted, as Kafka admits inter-broker
-	// connections past max.connections, so a client flood cannot cut a
-	// follower off from forwarding to the leader.
-	clients int
-	wg      sync.WaitGroup
+	// clients counts the conns of clients, which MaxConnections bounds;
+	// other nodes' links are counted apart (peers), under the same bound:
+	// Kafka admits inter-broker connections past max.connections, so a
+	// client flood cannot cut a follower off from forwarding to the leader.
+	clients, peers int
+	wg             sync.WaitGroup
 }
 
 // New makes a server over a backend.
@@ -298,7 +298,11 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 		}
 		tempDelay = 0
 		s.mu.Lock()
-		if l != nil && s.clients >= s.cfg.MaxConnections {
+		open := s.clients
+		if l == nil {
+			open = s.peers
+		}
+		if open >= s.cfg.MaxConnections {
 			s.mu.Unlock()
 			s.metrics.refused.Inc()
 			s.log.Warn("connection limit reached; closing new connection", "remote", nc.RemoteAddr().String(), "limit", s.cfg.MaxConnections)
@@ -308,7 +312,9 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 		c := newConn(s, nc)
 		c.peer, c.listener = l == nil, l
 		s.conns[c] = struct{}{}
-		if !c.peer {
+		if c.peer {
+			s.peers++
+		} else {
 			s.clients++
 		}
 		s.mu.Unlock()
@@ -321,7 +327,9 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			}
 			s.mu.Lock()
 			delete(s.conns, c)
-			if !c.peer {
+			if c.peer {
+				s.peers--
+			} else {
 				s.clients--
 			}
 			s.mu.Unlock()

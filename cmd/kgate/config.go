@@ -99,7 +99,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&c.MaxFrameBytes, "max-frame-bytes", 100<<20, "largest request accepted (Kafka's socket.request.max.bytes)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1048588, "largest record batch accepted (Kafka's message.max.bytes)")
-	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka client connections allowed (other nodes' links are not counted)")
+	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka client connections allowed (other nodes' forwarding links are counted apart, to the same bound)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 10*time.Minute, "close Kafka connections idle this long")
 	fs.DurationVar(&c.RequestReadTimeout, "request-read-timeout", 30*time.Second, "close a Kafka connection whose request, once its first byte arrived, is not whole within this (slowloris), or that takes no answer for this long; also bounds TLS handshakes")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", 64<<20, "default partition segment size; retention deletes whole segments")

@@ -40,7 +40,8 @@ import (
 //     its oversized batch, and a large batch within the limits is written;
 //   - random bytes (seeded) on every node's Kafka, Raft, gossip TCP and UDP
 //     and admin HTTP ports: no node exits or panics, the cluster keeps a
-//     leader and every voter;
+//     leader and every voter; so it does with hundreds of connections to
+//     every Raft port that open as Raft's and stall;
 //   - groups and members past the caps: a group past --max-group-members
 //     (GROUP_MAX_SIZE_REACHED), 10,000 first joins of new groups (KIP-394
 //     member ids, bounded by --max-members) and thousands of offset commits
@@ -665,6 +666,36 @@ func (f *floods) randomBytes() {
 	}
 	leader := f.c.waitFormed(f.c.ids()...)
 	t.Logf("after random bytes: node %d leads, every node an alive voter", leader)
+
+	// Connections that open as Raft's (an RPC type byte) and stall: Raft
+	// reads each through a 256 KiB buffer with no deadline; the node holds
+	// a bounded number and closes the rest.
+	stalled := 256 * f.scale
+	var held []net.Conn
+	defer func() {
+		for _, nc := range held {
+			nc.Close()
+		}
+	}()
+	for _, n := range f.c.nodes {
+		for range stalled {
+			nc, err := net.DialTimeout("tcp", n.addrs["raft-addr"], 10*time.Second)
+			if err != nil {
+				t.Fatalf("dialling node %d's Raft port: %v", n.id, err)
+			}
+			held = append(held, nc)
+			nc.Write([]byte{byte(f.rng.IntN(4))})
+		}
+	}
+	f.served("while stalled connections are open to every Raft port")
+	if got, err := f.c.formed(context.Background(), f.c.ids()...); err != nil || got != leader {
+		t.Fatalf("with stalled Raft connections: leader %d, %v (node %d led before)", got, err, leader)
+	}
+	for _, nc := range held {
+		nc.Close()
+	}
+	held = nil
+	t.Logf("%d stalled connections to each node's Raft port: the cluster kept its leader and served", stalled)
 	f.served("after random bytes")
 	for _, n := range f.c.nodes {
 		f.newClientServed("after random bytes", n)
