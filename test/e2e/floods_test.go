@@ -30,7 +30,8 @@ import (
 //
 //   - a connection flood on the leader's Kafka port past --max-connections:
 //     the extra connections are closed at once, the clients already
-//     connected keep being served, and a new client is once the flood ends;
+//     connected keep being served, followers still forward to the leader,
+//     and a new client is served once the flood ends;
 //   - slowloris on every node: connections that send part of a frame and
 //     stall or trickle are closed within --request-read-timeout, while new
 //     clients are served;
@@ -310,6 +311,7 @@ func (f *floods) connectionFlood() {
 		t.Fatalf("%d of %d flood connections served, want at most --max-connections %d", open, total, floodMaxConns)
 	}
 	f.served("while the connection flood holds")
+	f.forwardedThrough(n)
 	if err := f.c.ready(context.Background(), n); err != nil {
 		t.Fatalf("node %d not ready during the flood: %v", n.id, err)
 	}
@@ -318,6 +320,50 @@ func (f *floods) connectionFlood() {
 	}
 	conns = nil
 	f.newClientServed("after the connection flood", n)
+}
+
+// forwardedThrough sends InitProducerID, which only the leader answers, on
+// several connections at once to each follower: each forwards it to the
+// flooded leader over links of its own (more than it keeps idle), which a
+// client flood must not crowd out.
+func (f *floods) forwardedThrough(leader *clusterNode) {
+	t := f.t
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range f.c.nodes {
+		if n == leader {
+			continue
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var bad []string
+		for range 8 {
+			wg.Go(func() {
+				fc, err := dialFlood(n.kafka())
+				var code int16
+				if err == nil {
+					defer fc.nc.Close()
+					req := kmsg.NewPtrInitProducerIDRequest()
+					req.Version = 4
+					req.TransactionTimeoutMillis = 60000
+					var resp kmsg.Response
+					if resp, err = fc.do(ctx, req); err == nil {
+						code = resp.(*kmsg.InitProducerIDResponse).ErrorCode
+					}
+				}
+				if err != nil || code != 0 {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("error %v, code %d", err, code))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(bad) > 0 {
+			t.Fatalf("InitProducerID through node %d during the flood on the leader: %s", n.id, firstN(bad, 3))
+		}
+	}
+	t.Logf("InitProducerID forwarded through both followers to the flooded leader, 8 at once each: ok")
 }
 
 // slowloris opens connections to every node that start a frame and stall
