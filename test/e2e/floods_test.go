@@ -482,7 +482,7 @@ func (f *floods) oversizeFrames() {
 			sentinelAt = time.Now()
 			sentinelDone <- err
 		}()
-		var wg sync.Mutex
+		var mu sync.Mutex
 		var closedAt []time.Time
 		var errs []string
 		var all sync.WaitGroup
@@ -491,9 +491,9 @@ func (f *floods) oversizeFrames() {
 				all.Go(func() {
 					nc, err := net.DialTimeout("tcp", n.kafka(), 10*time.Second)
 					if err != nil {
-						wg.Lock()
+						mu.Lock()
 						errs = append(errs, err.Error())
-						wg.Unlock()
+						mu.Unlock()
 						return
 					}
 					defer nc.Close()
@@ -501,11 +501,15 @@ func (f *floods) oversizeFrames() {
 					msg = append(msg, 0, 0, 0, 0, 0, 0, 0, 1) // a header's worth: then nothing more
 					nc.Write(msg)
 					nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-					_, err = nc.Read(make([]byte, 16))
-					wg.Lock()
-					defer wg.Unlock()
+					got, err := nc.Read(make([]byte, 16))
+					mu.Lock()
+					defer mu.Unlock()
 					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
+					switch {
+					case got > 0:
+						errs = append(errs, fmt.Sprintf("size %d: answered", size))
+						return
+					case errors.As(err, &ne) && ne.Timeout():
 						errs = append(errs, fmt.Sprintf("size %d: still open after 30s", size))
 						return
 					}
