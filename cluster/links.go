@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,6 +31,14 @@ const peerTag byte = 0xF0
 // its first byte.
 const classifyTimeout = 10 * time.Second
 
+// maxInboundRaftConns bounds the Raft connections open on this node's port
+// at once; more are closed. Raft reads each through a 256 KiB buffer with
+// no deadline, so without a bound anyone reaching the port could hold
+// memory without end by opening connections that send one byte and stall.
+// A peer opens a handful (a pool of 4, a pipeline, heartbeats): 128 serves
+// a cluster of well over ten nodes.
+const maxInboundRaftConns = 128
+
 // muxStream is the Raft stream layer over TCP that hands connections opening
 // with peerTag to a separate listener.
 type muxStream struct {
@@ -40,6 +49,8 @@ type muxStream struct {
 	done  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+	// raftConns counts the inbound Raft connections open (maxInboundRaftConns).
+	raftConns atomic.Int32
 	// closed is called when an inbound Raft connection ends; nil: not watched.
 	closed func()
 	// tls secures every connection (nil: clear); nodeAt names the node a
@@ -125,11 +136,30 @@ func (m *muxStream) classify(nc net.Conn) {
 		}
 		return
 	}
-	select {
-	case m.raftC <- m.watch(&peekedConn{Conn: nc, first: first[:]}):
-	case <-m.done:
+	if m.raftConns.Add(1) > maxInboundRaftConns {
+		m.raftConns.Add(-1)
+		m.log.Warn("closing a connection to the Raft port: too many open", "remote", nc.RemoteAddr().String(), "limit", maxInboundRaftConns)
 		nc.Close()
+		return
 	}
+	counted := &countedConn{Conn: &peekedConn{Conn: nc, first: first[:]}, n: &m.raftConns}
+	select {
+	case m.raftC <- m.watch(counted):
+	case <-m.done:
+		counted.Close()
+	}
+}
+
+// countedConn takes itself off a count when closed (once).
+type countedConn struct {
+	net.Conn
+	n    *atomic.Int32
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.n.Add(-1) })
+	return c.Conn.Close()
 }
 
 // watch makes a Raft connection report its end.

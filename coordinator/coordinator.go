@@ -86,6 +86,11 @@ type Coordinator struct {
 	active bool   // soft state is armed: this node serves groups
 	term   uint64 // bumps on every activation change; timers of old terms do nothing
 	groups map[string]*softGroup
+	// pendingIDs counts the KIP-394 member ids handed out in all groups
+	// (softGroup.pending): they count against MaxMembers with the FSM's
+	// members, so a flood of first joins to ever new groups cannot grow
+	// the soft state without bound.
+	pendingIDs int
 
 	metrics *metrics
 }
@@ -205,6 +210,7 @@ func (c *Coordinator) deactivate() {
 		sg.stop(kerr.NotCoordinator.Code)
 	}
 	c.groups = map[string]*softGroup{}
+	c.pendingIDs = 0
 	c.log.Info("group coordinator inactive")
 }
 

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -931,6 +932,59 @@ func TestConcurrentFirstJoinsWaitInitialDelay(t *testing.T) {
 			if r := ready(t, ch, "join"); r.Code != 0 || r.Generation != 1 {
 				t.Fatalf("join: %+v", r)
 			}
+		}
+	})
+}
+
+// TestPendingMemberIDsCountAgainstMaxMembers: KIP-394 member ids handed out
+// in any group count against MaxMembers with the members, so first joins to
+// ever new groups (which keep only soft state until the member comes back)
+// cannot grow the coordinator's memory without bound.
+func TestPendingMemberIDsCountAgainstMaxMembers(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{MaxMembers: 3})
+		first := func(group string) JoinResult {
+			r := jreq(group, "", "c-"+group)
+			r.RequireKnownMemberID = true
+			return h.joinNow(r)
+		}
+		var ids []string
+		for i := range 3 {
+			r := first(fmt.Sprintf("g%d", i))
+			if r.Code != codeMemberIDRequired {
+				t.Fatalf("first join %d: code %d, want MEMBER_ID_REQUIRED", i, r.Code)
+			}
+			ids = append(ids, r.MemberID)
+		}
+		for i := 3; i < 100; i++ {
+			if r := first(fmt.Sprintf("g%d", i)); r.Code != codeNotAvailable {
+				t.Fatalf("first join %d past 3 pending ids: code %d, want COORDINATOR_NOT_AVAILABLE", i, r.Code)
+			}
+		}
+		h.c.expirePending()
+		h.c.mu.Lock()
+		soft := len(h.c.groups)
+		h.c.mu.Unlock()
+		if soft > 3 {
+			t.Fatalf("soft state kept for %d groups, want at most the 3 with pending ids", soft)
+		}
+		// A pending id that comes back becomes a member: still 3 in all.
+		r := jreq("g0", ids[0], "c-g0")
+		r.RequireKnownMemberID = true
+		parked(t, h.join(r), "join of g0's member")
+		if r := first("g-more"); r.Code != codeNotAvailable {
+			t.Fatalf("first join with 1 member and 2 pending ids: code %d, want COORDINATOR_NOT_AVAILABLE", r.Code)
+		}
+		// The other two pending ids run out: room for two more.
+		h.advance(testSession + time.Millisecond)
+		h.c.expirePending()
+		for _, g := range []string{"g-a", "g-b"} {
+			if r := first(g); r.Code != codeMemberIDRequired {
+				t.Fatalf("first join to %s after pending ids expired: code %d, want MEMBER_ID_REQUIRED", g, r.Code)
+			}
+		}
+		if r := first("g-c"); r.Code != codeNotAvailable {
+			t.Fatalf("first join past the cap again: code %d, want COORDINATOR_NOT_AVAILABLE", r.Code)
 		}
 	})
 }

@@ -91,13 +91,20 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) JoinResult {
 				c.mu.Unlock()
 				return fail(kerr.GroupMaxSizeReached)
 			}
+			if _, members := c.fsm.GroupCounts(); members+c.pendingIDs >= c.cfg.MaxMembers {
+				// The FSM answers a join past MaxMembers so too.
+				c.mu.Unlock()
+				return fail(kerr.CoordinatorNotAvailable)
+			}
 			sg.pending[memberID] = now.Add(req.SessionTimeout)
+			c.pendingIDs++
 			c.mu.Unlock()
 			return JoinResult{Code: kerr.MemberIDRequired.Code, MemberID: memberID}
 		}
 	default:
 		if _, ok := sg.pending[memberID]; ok {
 			delete(sg.pending, memberID)
+			c.pendingIDs--
 			break
 		}
 		st := c.fsm.Member(req.Group, memberID, req.InstanceID)
@@ -418,6 +425,7 @@ func (c *Coordinator) expirePending() {
 		for id, until := range sg.pending {
 			if now.After(until) {
 				delete(sg.pending, id)
+				c.pendingIDs--
 				expired = true
 			}
 		}

@@ -68,6 +68,7 @@ func (c *Coordinator) Leave(ctx context.Context, group string, members []LeaveMe
 	for i, lm := range members {
 		if _, ok := sg.pending[lm.MemberID]; ok && lm.MemberID != "" {
 			delete(sg.pending, lm.MemberID)
+			c.pendingIDs--
 			continue
 		}
 		id, code := resolveLeaver(g, lm)

@@ -83,10 +83,19 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 	var sizeBuf [4]byte
 	for ctx.Err() == nil {
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+		if _, err := br.Peek(1); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.log.Debug("read", "err", err)
 			}
+			return
+		}
+		// From a frame's first byte on (its size prefix included), the
+		// whole frame must arrive within ReadTimeout: a client trickling
+		// or stalling mid-request (slowloris) is closed then, not after
+		// the idle timeout.
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			c.log.Debug("read", "err", err)
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
@@ -94,7 +103,6 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
 			return
 		}
-		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 		frame, err := readFrameBody(br, int(size))
 		if err != nil {
 			c.log.Debug("read frame", "err", err)

@@ -286,3 +286,25 @@ func serveStubLeader(nc net.Conn, hold <-chan struct{}) {
 		}
 	}
 }
+
+// TestPeerLinksNotCountedAgainstMaxConnections: with the leader's client
+// connections at --max-connections, a follower still forwards to it (Kafka
+// admits inter-broker connections past max.connections), and the leader
+// still refuses another client.
+func TestPeerLinksNotCountedAgainstMaxConnections(t *testing.T) {
+	leader := startNode(t, func(c *gateway.Config) { c.MaxConnections = 1 })
+	held := dialRaw(t, leader.addr)
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	held.do(req)
+	srv := serveGateway(t, followerBackend{leader.backend}, followerOf(t, leader))
+
+	c := dialRaw(t, srv.Addr().String())
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionTimeoutMillis = 60000
+	if resp := c.do(ip).(*kmsg.InitProducerIDResponse); resp.ErrorCode != 0 || resp.ProducerID < 0 {
+		t.Fatalf("forwarded to a leader at its connection limit: code %d, producer id %d", resp.ErrorCode, resp.ProducerID)
+	}
+	expectClosed(t, dialRaw(t, leader.addr).nc)
+	held.do(req)
+}

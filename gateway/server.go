@@ -25,9 +25,9 @@ import (
 type Config struct {
 	Addr              string        // listen address
 	MaxFrameBytes     int32         // largest request accepted (socket.request.max.bytes)
-	MaxConnections    int           // connections beyond this are closed at once
+	MaxConnections    int           // client connections beyond this are closed at once; other nodes' links are counted apart, to the same bound
 	IdleTimeout       time.Duration // a connection with no request for this long is closed
-	ReadTimeout       time.Duration // a started frame must arrive within this
+	ReadTimeout       time.Duration // a started frame must arrive within this, and an answer be taken
 	MaxInFlight       int           // pipelined requests per connection being worked on
 	MaxElements       int           // topics x partitions (or similar) in one request
 	MaxMessageBytes   int           // largest record batch accepted (message.max.bytes)
@@ -177,7 +177,12 @@ type Server struct {
 	lns   []boundListener
 	mu    sync.Mutex
 	conns map[*conn]struct{}
-	wg    sync.WaitGroup
+	// clients counts the conns of clients, which MaxConnections bounds;
+	// other nodes' links are counted apart (peers), under the same bound:
+	// Kafka admits inter-broker connections past max.connections, so a
+	// client flood cannot cut a follower off from forwarding to the leader.
+	clients, peers int
+	wg             sync.WaitGroup
 }
 
 // New makes a server over a backend.
@@ -293,7 +298,11 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 		}
 		tempDelay = 0
 		s.mu.Lock()
-		if len(s.conns) >= s.cfg.MaxConnections {
+		open := s.clients
+		if l == nil {
+			open = s.peers
+		}
+		if open >= s.cfg.MaxConnections {
 			s.mu.Unlock()
 			s.metrics.refused.Inc()
 			s.log.Warn("connection limit reached; closing new connection", "remote", nc.RemoteAddr().String(), "limit", s.cfg.MaxConnections)
@@ -303,6 +312,11 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 		c := newConn(s, nc)
 		c.peer, c.listener = l == nil, l
 		s.conns[c] = struct{}{}
+		if c.peer {
+			s.peers++
+		} else {
+			s.clients++
+		}
 		s.mu.Unlock()
 		s.metrics.accepted.Inc()
 		s.wg.Add(1)
@@ -313,6 +327,11 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			}
 			s.mu.Lock()
 			delete(s.conns, c)
+			if c.peer {
+				s.peers--
+			} else {
+				s.clients--
+			}
 			s.mu.Unlock()
 		}()
 	}

@@ -672,6 +672,27 @@ func TestHugeSizePrefixWithFewBytesDoesNotAllocate(t *testing.T) {
 	expectServing(t, n.addr)
 }
 
+// TestStalledFrameClosedAfterReadTimeout: a client that starts a frame
+// and stalls (part of the size prefix, the prefix alone, or part of the
+// body: slowloris) is closed after ReadTimeout, well before the idle
+// timeout, and others are served meanwhile.
+func TestStalledFrameClosedAfterReadTimeout(t *testing.T) {
+	n := startNode(t, func(c *gateway.Config) {
+		c.ReadTimeout = 300 * time.Millisecond
+		c.IdleTimeout = time.Hour
+	})
+	frame := requestFrame(metadataReq(1, false, "x"), 3, &testClientID)
+	whole := sizePrefixed(frame)
+	for _, stall := range []int{1, 3, 4, 4 + 6} {
+		c := dialRaw(t, n.addr)
+		if err := c.write(whole[:stall]); err != nil {
+			t.Fatal(err)
+		}
+		expectServing(t, n.addr)
+		expectClosed(t, c.nc)
+	}
+}
+
 func TestIdleConnectionClosed(t *testing.T) {
 	n := startNode(t, func(c *gateway.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	c := dialRaw(t, n.addr)

@@ -37,6 +37,7 @@ type config struct {
 	MaxMessageBytes     int
 	MaxConnections      int
 	IdleTimeout         time.Duration
+	RequestReadTimeout  time.Duration
 	SegmentBytes        int64
 	RetentionCheck      time.Duration
 	RaftHeartbeat       time.Duration
@@ -100,8 +101,9 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	fs.IntVar(&c.MaxFrameBytes, "max-frame-bytes", 100<<20, "largest request accepted (Kafka's socket.request.max.bytes)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1048588, "largest record batch accepted (Kafka's message.max.bytes)")
-	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka connections allowed")
+	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka client connections allowed (other nodes' forwarding links are counted apart, to the same bound)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 10*time.Minute, "close Kafka connections idle this long")
+	fs.DurationVar(&c.RequestReadTimeout, "request-read-timeout", 30*time.Second, "close a Kafka connection whose request, once its first byte arrived, is not whole within this (slowloris), or that takes no answer for this long; also bounds TLS handshakes")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", 64<<20, "default partition segment size; retention deletes whole segments")
 	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", 30*time.Second, "how often the leader applies retention")
 	fs.DurationVar(&c.RaftHeartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout: a follower that hears nothing from the leader this long starts an election")
@@ -120,7 +122,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.TxnIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "a transactional id with no ongoing transaction is removed this long after its last use (Kafka's transactional.id.expiration.ms)")
 	fs.IntVar(&c.MaxGroups, "max-groups", 1000, "consumer groups allowed")
 	fs.IntVar(&c.MaxGroupMembers, "max-group-members", 1000, "members per group, pending member ids included")
-	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups")
+	fs.IntVar(&c.MaxMembers, "max-members", 10000, "members in all groups, pending member ids included")
 	fs.IntVar(&c.MaxMemberMetadata, "max-member-metadata-bytes", 64<<10, "bytes of join metadata, and of assignment, per member")
 	fs.DurationVar(&c.DeadNodeReapAfter, "dead-node-reap-after", 72*time.Hour, "a failed node stays a Raft voter this long before the leader removes it")
 	fs.DurationVar(&c.RejoinInterval, "rejoin-interval", 30*time.Second, "how often the --join seeds are contacted again")
@@ -345,6 +347,9 @@ func (c *config) validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		return fmt.Errorf("invalid value %s for --idle-timeout: must be positive", c.IdleTimeout)
+	}
+	if c.RequestReadTimeout <= 0 {
+		return fmt.Errorf("invalid value %s for --request-read-timeout: must be positive", c.RequestReadTimeout)
 	}
 	if c.SegmentBytes < 1024 {
 		return fmt.Errorf("invalid value %d for --segment-bytes: must be at least 1024", c.SegmentBytes)

@@ -182,6 +182,7 @@ func serve(ctx context.Context, cfg *config) error {
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxConnections:    cfg.MaxConnections,
 		IdleTimeout:       cfg.IdleTimeout,
+		ReadTimeout:       cfg.RequestReadTimeout,
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: int32(cfg.DefaultPartitions),
 		Groups:            groups,
