@@ -21,7 +21,7 @@ import (
 
 // Config holds the coordinator's limits and Kafka broker defaults.
 type Config struct {
-	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
+	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms; 0: the default 3 s, negative: none
 	MinSessionTimeout     time.Duration // group.min.session.timeout.ms
 	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	MaxRebalanceTimeout   time.Duration // rebalance timeouts are clamped to this
@@ -41,7 +41,9 @@ func (c *Config) setDefaults() {
 			*d = v
 		}
 	}
-	def(&c.InitialRebalanceDelay, 3*time.Second)
+	if c.InitialRebalanceDelay == 0 { // negative: no delay
+		c.InitialRebalanceDelay = 3 * time.Second
+	}
 	def(&c.MinSessionTimeout, 6*time.Second)
 	def(&c.MaxSessionTimeout, 30*time.Minute)
 	def(&c.MaxRebalanceTimeout, 5*time.Minute)

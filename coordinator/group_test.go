@@ -107,6 +107,19 @@ func TestNewGroupWaitsInitialDelayAndLeaderGetsMembers(t *testing.T) {
 	})
 }
 
+// group.initial.rebalance.delay.ms=0 (a negative delay here): the first
+// rebalance of a new group completes as soon as its first member joined.
+func TestNoInitialDelay(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := activeHarness(t, Config{InitialRebalanceDelay: -1})
+		ca := h.join(jreq("g", "", "ca"))
+		synctest.Wait()
+		if r := ready(t, ca, "join a"); r.Code != 0 || r.Generation != 1 {
+			t.Fatalf("join result %+v", r)
+		}
+	})
+}
+
 func TestProtocolChosenByVoteAndInconsistentProtocols(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		h := activeHarness(t, Config{})

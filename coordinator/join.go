@@ -248,7 +248,7 @@ func (c *Coordinator) armJoinLocked(group string, sg *softGroup, g *fsm.GroupVie
 	limit := sg.windowStart.Add(c.maxRebalanceTimeout(g))
 	deadline := limit
 	if sg.initialPhase {
-		if d := now.Add(c.cfg.InitialRebalanceDelay); d.Before(limit) {
+		if d := now.Add(max(c.cfg.InitialRebalanceDelay, 0)); d.Before(limit) {
 			deadline = d
 		}
 	} else if allJoined(g) && len(sg.pending) == 0 {

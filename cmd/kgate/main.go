@@ -160,7 +160,7 @@ func serve(ctx context.Context, cfg *config) error {
 		ready = append(ready, admin.ReadyCheck{Name: "iggy at " + cfg.IggyAddr, Check: client.Ping})
 	}
 	groups := coordinator.New(coordinator.Config{
-		InitialRebalanceDelay: cfg.GroupInitialDelay,
+		InitialRebalanceDelay: initialRebalanceDelay(cfg.GroupInitialDelay),
 		MinSessionTimeout:     cfg.GroupMinSession,
 		MaxSessionTimeout:     cfg.GroupMaxSession,
 		MaxRebalanceTimeout:   cfg.GroupMaxRebalance,
@@ -387,4 +387,15 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 	}
 	log.Info("iggy backend", "addr", cfg.IggyAddr, "stream", cfg.IggyStream, "dialect", b.Dialect())
 	return b, client, nil
+}
+
+// initialRebalanceDelay is the coordinator's setting for
+// --group-initial-rebalance-delay: 0 there means no delay, as Kafka's
+// group.initial.rebalance.delay.ms=0, where the coordinator's zero value
+// means its default.
+func initialRebalanceDelay(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
