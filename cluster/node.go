@@ -65,8 +65,9 @@ type Config struct {
 	SnapshotEvery    uint64 // entries between snapshots
 	TrailingLogs     uint64
 	Logger           *slog.Logger
-	// OnHalt runs once if the FSM meets an entry it cannot apply (after the
-	// node stopped serving); kgate serve exits non-zero. Tests observe it.
+	// OnHalt runs once if the FSM meets an entry it cannot apply or a write
+	// to the Raft store fails (after the node stopped serving); kgate serve
+	// exits non-zero. Tests observe it.
 	OnHalt func(error)
 }
 
@@ -101,6 +102,7 @@ type Node struct {
 	fsm   *fsm.FSM
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
+	disk  *failStopStore // store, halting the node when a write fails
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
 	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
@@ -138,7 +140,8 @@ type Node struct {
 	refusedLink map[int32]bool
 
 	haltOnce sync.Once
-	halted   chan struct{} // closed when the FSM halted (Halted)
+	halted   chan struct{}         // closed when the node halted (Halted)
+	haltErr  atomic.Pointer[error] // why, once halted
 
 	// logClusterID is the cluster id found in the local Raft log at start,
 	// for gossip until the FSM has replayed the log (see clusterID).
@@ -180,6 +183,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
 	n.store = store
+	n.disk = &failStopStore{logStable: store, failed: n.storageFailed, untilShutdown: n.untilRaftShutdown}
 	hlog := hclogFor(n.log, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
@@ -207,7 +211,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft transport on %s (advertised as %s): %w", bind, cfg.RaftAddr, err)
 	}
 	n.trans = trans
-	logs, err := raft.NewLogCache(512, store)
+	logs, err := raft.NewLogCache(512, n.disk)
 	if err != nil {
 		return nil, err
 	}
@@ -240,16 +244,16 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
 
-	if err := recoverFromPeersFile(dir, rc, &raftFSM{f: f}, logs, store, snaps, trans, n.log); err != nil {
+	if err := recoverFromPeersFile(dir, rc, &raftFSM{f: f}, logs, n.disk, snaps, trans, n.log); err != nil {
 		trans.Close()
 		store.Close()
 		return nil, err
 	}
-	hasState, err := raft.HasExistingState(logs, store, snaps)
+	hasState, err := raft.HasExistingState(logs, n.disk, snaps)
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt}, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt}, logs, n.disk, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -268,6 +272,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		}
 		n.log.Info("bootstrapped a new single-voter cluster", "node_id", cfg.NodeID)
 	}
+	n.disk.armed.Store(true)
 	if cfg.GossipAddr != "" {
 		if n.gossip, err = startGossip(n); err != nil {
 			n.Shutdown()
@@ -518,7 +523,7 @@ func (n *Node) setLeader(v bool) {
 }
 
 // IsLeader reports whether this node leads and has applied the whole log.
-func (n *Node) IsLeader() bool { return n.leader.Load() && n.fsm.Halted() == nil }
+func (n *Node) IsLeader() bool { return n.leader.Load() && n.HaltErr() == nil }
 
 // RaftLeader reports whether Raft considers this node the leader, which may
 // be before IsLeader (the FSM still catching up).
@@ -717,7 +722,7 @@ func (n *Node) ProposeAsync(data []byte) Future {
 // level does not allow yet (fsm.ErrFeatureDisabled), and returns the entry
 // to propose.
 func (n *Node) admit(data []byte) ([]byte, error) {
-	if h := n.fsm.Halted(); h != nil {
+	if h := n.HaltErr(); h != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotLeader, h)
 	}
 	return n.fsm.Admit(data)
@@ -759,29 +764,66 @@ func (n *Node) StepDown() {
 // Raft's FSM goroutine, so the slow part runs elsewhere: a leader hands
 // leadership over, then Config.OnHalt runs (the process exits there).
 func (n *Node) halt(h *fsm.HaltError) {
-	n.haltOnce.Do(func() {
+	n.haltWith(h, func() {
 		n.log.Error("stopping: this node cannot apply the replicated log and refuses to serve",
 			"index", h.Index, "command", h.Command, "err", h.Err)
+	})
+}
+
+// storageFailed halts the node on a failed write to its Raft store (see
+// failStopStore). Called on Raft's goroutines.
+func (n *Node) storageFailed(e *StorageError) {
+	n.haltWith(e, func() {
+		n.log.Error("stopping: this node cannot write its Raft log and refuses to serve", "err", e)
+	})
+}
+
+// haltWith stops the node for err once; logged runs first, then a line
+// naming the disk when it is full, as that is the operator's to fix.
+func (n *Node) haltWith(err error, logged func()) {
+	n.haltOnce.Do(func() {
+		logged()
+		if DiskFull(err) {
+			n.log.Error("the disk of the data directory is full: free space on it, then restart kgate; "+
+				"the node resumes from its last checkpoint and catches up from the others",
+				"data_dir", n.cfg.DataDir)
+		}
+		n.haltErr.Store(&err)
 		close(n.halted)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			if n.raft.State() == raft.Leader {
+			if n.raft != nil && n.raft.State() == raft.Leader {
 				n.transferLeadership()
 			}
 			if n.cfg.OnHalt != nil {
-				n.cfg.OnHalt(h)
+				n.cfg.OnHalt(err)
 			}
 		}()
 	})
 }
 
-// Halted is closed once this node has stopped applying the log (see
-// HaltErr); it then answers no request as leader and is not ready.
+// untilRaftShutdown blocks until Shutdown has shut Raft down.
+func (n *Node) untilRaftShutdown() {
+	<-n.stop
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for n.raft == nil || n.raft.State() != raft.Shutdown {
+		<-t.C
+	}
+}
+
+// Halted is closed once this node has stopped applying the log or writing
+// its Raft store (see HaltErr); it then answers no request as leader and
+// is not ready.
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
-// HaltErr is why the node halted, or nil.
+// HaltErr is why the node halted (a *fsm.HaltError or a *StorageError),
+// or nil.
 func (n *Node) HaltErr() error {
+	if p := n.haltErr.Load(); p != nil {
+		return *p
+	}
 	if h := n.fsm.Halted(); h != nil {
 		return h
 	}
