@@ -54,6 +54,8 @@ type Config struct {
 	// LinkTLS secures the Raft port with mutual TLS (link_tls.go); nil: clear.
 	LinkTLS   *LinkTLS
 	transport transportFunc // nil: TCP
+	// wrapStore, when set, wraps the Raft store (tests make writes fail).
+	wrapStore func(logStable) logStable
 	// MaxFeatureLevel caps the feature level this node reports it
 	// supports (nil: fsm.LatestLevel), which holds the cluster below the
 	// levels above it: tests pose as an older binary with it.
@@ -183,7 +185,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
 	n.store = store
-	n.disk = &failStopStore{logStable: store, failed: n.storageFailed, untilShutdown: n.untilRaftShutdown}
+	var ls logStable = store
+	if cfg.wrapStore != nil {
+		ls = cfg.wrapStore(store)
+	}
+	n.disk = &failStopStore{logStable: ls, failed: n.storageFailed, untilShutdown: n.untilRaftShutdown}
 	hlog := hclogFor(n.log, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
