@@ -282,18 +282,20 @@ func (f *FSM) writeCheckpoint(index uint64, meta []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fh.Write(e.b); err != nil {
-		fh.Close()
-		return err
+	_, err = fh.Write(e.b)
+	if err == nil {
+		err = fh.Sync()
 	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return err
+	if cerr := fh.Close(); err == nil {
+		err = cerr
 	}
-	if err := fh.Close(); err != nil {
-		return err
+	if err == nil {
+		err = os.Rename(tmp, f.checkpointPath())
 	}
-	if err := os.Rename(tmp, f.checkpointPath()); err != nil {
+	if err != nil {
+		// A full disk: the old checkpoint stands; the partial new one
+		// would only hold space the disk lacks.
+		os.Remove(tmp)
 		return err
 	}
 	return syncDir(f.checkpointPath())

@@ -6,29 +6,50 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 )
 
 // smallDisk is a size-limited file system mounted on a node's data
-// directory, to be filled and freed. It is a tmpfs: unlike a loop-mounted
-// ext4 image it needs no loop device or mkfs, both of which containers
-// often lack, and ENOSPC comes the same way (a write that needs a new
-// page fails). Mounting needs root; without it the test fails, as
-// TestQuickstart does without its network namespace.
+// directory, to be filled and freed. By default it is a tmpfs: unlike a
+// loop-mounted ext4 image it needs no loop device or mkfs, which containers
+// often lack, and ENOSPC comes the same way (a write that needs a new page
+// fails). KGATE_E2E_SMALL_DISK=ext4 mounts an ext4 image through a loop
+// device instead (closer to a real disk; no blocks reserved for root).
+// Mounting needs root; without it the test fails, as TestQuickstart does
+// without its network namespace.
 type smallDisk struct {
 	dir    string
 	filler string
 }
+
+const envSmallDisk = "KGATE_E2E_SMALL_DISK"
 
 func mountSmallDisk(t *testing.T, dir string, sizeMiB int) *smallDisk {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%dm", sizeMiB)); err != nil {
-		t.Fatalf("this test needs root to mount a %d MiB tmpfs on %s as a node's small disk: %v", sizeMiB, dir, err)
+	switch kind := os.Getenv(envSmallDisk); kind {
+	case "", "tmpfs":
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%dm", sizeMiB)); err != nil {
+			t.Fatalf("this test needs root to mount a %d MiB tmpfs on %s as a node's small disk: %v", sizeMiB, dir, err)
+		}
+	case "ext4":
+		img := dir + ".ext4"
+		for _, argv := range [][]string{
+			{"truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img},
+			{"mkfs.ext4", "-q", "-F", "-m", "0", img},
+			{"mount", "-o", "loop", img, dir},
+		} {
+			if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%s=ext4 needs root, mkfs.ext4 and a loop device: %v: %v\n%s", envSmallDisk, argv, err, out)
+			}
+		}
+	default:
+		t.Fatalf("%s=%q: want tmpfs or ext4", envSmallDisk, kind)
 	}
 	t.Cleanup(func() {
 		// Every node is killed before this runs (cleanups run last first).
