@@ -890,7 +890,11 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 func (a *raftFSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
-	return a.f.Restore(r)
+	err := a.f.Restore(r)
+	if h, ok := err.(*fsm.HaltError); ok && a.halted != nil {
+		a.halted(h) // a restore that failed halfway (see fsm.Restore)
+	}
+	return err
 }
 
 type raftSnapshot struct {
