@@ -10,15 +10,15 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// StorageError is a write to this node's Raft log or stable store that
-// failed (a full disk, an I/O error): the node halts, as a Kafka broker
-// does when its last log directory fails.
+// StorageError is a write to this node's Raft log, stable store or
+// snapshots that failed (a full disk, an I/O error): the node halts, as a
+// Kafka broker does when its last log directory fails.
 type StorageError struct {
-	Op  string // "store logs", "delete logs", "set CurrentTerm", …
+	Op  string // "store logs", "delete logs", "set CurrentTerm", "write snapshot", …
 	Err error
 }
 
-func (e *StorageError) Error() string { return fmt.Sprintf("raft store: %s: %v", e.Op, e.Err) }
+func (e *StorageError) Error() string { return fmt.Sprintf("raft storage: %s: %v", e.Op, e.Err) }
 func (e *StorageError) Unwrap() error { return e.Err }
 
 // DiskFull reports whether err (a halt's cause) is a full disk.
@@ -85,6 +85,47 @@ func (s *failStopStore) SetUint64(key []byte, val uint64) error {
 		// unsaved term no more, then let it return into the shutdown.
 		s.untilShutdown()
 		return nil
+	}
+	return err
+}
+
+// failStopSnapshots halts the node when a snapshot cannot be written, for
+// the same reasons as failStopStore: a follower whose disk cannot take the
+// leader's snapshot would otherwise refuse it forever as a ready voter.
+type failStopSnapshots struct {
+	raft.SnapshotStore
+	failed func(*StorageError)
+}
+
+func (s *failStopSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
+	confIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.SnapshotStore.Create(version, index, term, conf, confIndex, trans)
+	if err != nil {
+		s.failed(&StorageError{Op: "create snapshot", Err: err})
+		return nil, err
+	}
+	return &failStopSink{SnapshotSink: sink, failed: s.failed}, nil
+}
+
+type failStopSink struct {
+	raft.SnapshotSink
+	failed func(*StorageError)
+}
+
+// Write fails only on the file's own errors: a snapshot streamed from the
+// leader that breaks off fails in the reader, not here.
+func (s *failStopSink) Write(p []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(p)
+	if err != nil {
+		s.failed(&StorageError{Op: "write snapshot", Err: err})
+	}
+	return n, err
+}
+
+func (s *failStopSink) Close() error {
+	err := s.SnapshotSink.Close()
+	if err != nil {
+		s.failed(&StorageError{Op: "write snapshot", Err: err})
 	}
 	return err
 }

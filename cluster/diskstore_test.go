@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -160,5 +162,32 @@ func TestNodeHaltsWhenItCannotSaveTheTerm(t *testing.T) {
 	case <-stopped:
 	case <-time.After(20 * time.Second):
 		t.Fatal("a node halted inside Raft's term write does not shut down")
+	}
+}
+
+// A snapshot left unfinished (the disk filled while it was written) is
+// removed at start: Raft never reads nor removes it, and it would keep
+// holding the space it took.
+func TestStartRemovesUnfinishedSnapshots(t *testing.T) {
+	c := &testCluster{t: t, used: map[string]bool{}}
+	tn := c.newNode(1, nil, 1, nil)
+	tn.start(t)
+	leaderAmong(t, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	tn.stop(t)
+	partial := filepath.Join(tn.dir, "raft", "snapshots", "2-409-1796409420875.tmp")
+	if err := os.MkdirAll(partial, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(partial, "state.bin"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tn.start(t)
+	if _, err := os.Stat(partial); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unfinished snapshot %s still there after start (%v)", partial, err)
+	}
+	leaderAmong(t, c.nodes)
+	if tn.f.Topic("t") == nil {
+		t.Fatal("topic t lost across the restart")
 	}
 }

@@ -191,12 +191,13 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	n.disk = &failStopStore{logStable: ls, failed: n.storageFailed, untilShutdown: n.untilRaftShutdown}
 	hlog := hclogFor(n.log, "raft")
+	removePartialSnapshots(filepath.Join(dir, "snapshots"), n.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
-	n.snaps = snaps
+	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		store.Close()
@@ -259,7 +260,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt}, logs, n.disk, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed}, logs, n.disk, n.snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -392,6 +393,21 @@ func (n *Node) AwaitLeader(ctx context.Context) (int32, bool) {
 		case <-n.stop:
 			return 0, false
 		}
+	}
+}
+
+// removePartialSnapshots deletes the snapshot directories Raft's file
+// store left unfinished (named *.tmp): a snapshot being written or received
+// when the disk filled or the process died. Raft never reads them and never
+// removes them, so each would keep holding the space it took.
+func removePartialSnapshots(dir string, log *slog.Logger) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	for _, p := range tmps {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("removing an unfinished snapshot", "path", p, "err", err)
+			continue
+		}
+		log.Info("removed an unfinished snapshot", "path", p)
 	}
 }
 
@@ -780,7 +796,7 @@ func (n *Node) halt(h *fsm.HaltError) {
 // failStopStore). Called on Raft's goroutines.
 func (n *Node) storageFailed(e *StorageError) {
 	n.haltWith(e, func() {
-		n.log.Error("stopping: this node cannot write its Raft log and refuses to serve", "err", e)
+		n.log.Error("stopping: this node cannot write to its data directory and refuses to serve", "err", e)
 	})
 }
 
@@ -864,6 +880,8 @@ type raftFSM struct {
 	m        *metrics
 	logBytes *atomic.Int64        // bytes applied since the last snapshot, when counted
 	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
+	// storageFailed is called when a snapshot cannot be persisted.
+	storageFailed func(*StorageError)
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {
@@ -885,7 +903,7 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &raftSnapshot{f: a.f, s: s, m: a.m}, nil
+	return &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed}, nil
 }
 
 func (a *raftFSM) Restore(r io.ReadCloser) error {
@@ -898,9 +916,10 @@ func (a *raftFSM) Restore(r io.ReadCloser) error {
 }
 
 type raftSnapshot struct {
-	f *fsm.FSM
-	s *fsm.Snapshot
-	m *metrics
+	f      *fsm.FSM
+	s      *fsm.Snapshot
+	m      *metrics
+	failed func(*StorageError) // nil: failures are only returned
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -909,6 +928,11 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	err := s.s.Persist(s.f, counted)
 	if err != nil {
 		sink.Cancel()
+		if s.failed != nil {
+			// Persist fails only on local I/O (syncing partition logs,
+			// the checkpoint, reading batches): the data directory fails.
+			s.failed(&StorageError{Op: "persist snapshot", Err: err})
+		}
 	} else {
 		err = sink.Close()
 	}

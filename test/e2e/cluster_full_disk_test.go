@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +32,16 @@ import (
 // every acknowledged record is readable exactly once and in order, every
 // node holds the same bytes of every partition, and committed offsets never
 // went back.
+//
+// In "snapshot" the follower is stopped first, the leader takes a snapshot
+// and compacts its log (--raft-trailing-logs 16) while the follower's disk
+// is filled: started again, the follower needs the whole snapshot, which
+// cannot be written, and must stop the same way rather than refuse it
+// forever as a ready voter.
 func TestClusterFullDisk(t *testing.T) {
-	t.Run("follower", func(t *testing.T) { runClusterFullDisk(t, false) })
-	t.Run("leader", func(t *testing.T) { runClusterFullDisk(t, true) })
+	for _, target := range []string{"follower", "leader", "snapshot"} {
+		t.Run(target, func(t *testing.T) { runClusterFullDisk(t, target) })
+	}
 }
 
 const (
@@ -44,12 +53,15 @@ const (
 	diskFullLine = "the disk of the data directory is full"
 )
 
-func runClusterFullDisk(t *testing.T, leaderDisk bool) {
+func runClusterFullDisk(t *testing.T, mode string) {
 	begin := time.Now()
 	disks := map[int32]*smallDisk{}
 	c := startClusterWith(t, func(c *kgateCluster) {
 		for _, n := range c.nodes {
 			disks[n.id] = mountSmallDisk(t, n.dataDir, fullDiskMiB)
+			if mode == "snapshot" {
+				n.args = append(n.args, "--raft-trailing-logs", "16")
+			}
 		}
 	})
 	_, adm := c.adminClient()
@@ -76,7 +88,7 @@ func runClusterFullDisk(t *testing.T, leaderDisk bool) {
 
 	leader := c.leader()
 	target := c.node(leader)
-	if !leaderDisk {
+	if mode != "leader" {
 		for _, n := range c.nodes {
 			if n.id != leader {
 				target = n
@@ -85,10 +97,21 @@ func runClusterFullDisk(t *testing.T, leaderDisk bool) {
 		}
 	}
 	disk := disks[target.id]
+	if mode == "snapshot" {
+		target.stop()
+		if err := prod.waitAcked(prod.acked()+500, 30*time.Second); err != nil {
+			t.Fatalf("producer makes no progress with node %d stopped: %v", target.id, err)
+		}
+		step(t, fmt.Sprintf("snapshot and log compaction on the leader, node %d", leader), 30*time.Second,
+			func(ctx context.Context) error { return c.takeSnapshot(ctx, c.node(leader)) })
+	}
 	used, size := disk.usage()
 	filled := disk.fill(t)
 	at := time.Now()
 	t.Logf("node %d (leader %d): %d of %d bytes used; filled the rest (%d bytes)", target.id, leader, used, size, filled)
+	if mode == "snapshot" {
+		target.start()
+	}
 
 	// The node stops by itself, cleanly, naming the disk.
 	awaitDiskFullStop := func(what string) {
@@ -173,8 +196,7 @@ func runClusterFullDisk(t *testing.T, leaderDisk bool) {
 		cancel()
 	}
 	w.report(t)
-	t.Logf("full disk on the %s done in %v", map[bool]string{false: "follower", true: "leader"}[leaderDisk],
-		time.Since(begin).Round(time.Millisecond))
+	t.Logf("full disk (%s) done in %v", mode, time.Since(begin).Round(time.Millisecond))
 }
 
 // clSameLogDirs waits until every node reports (DescribeLogDirs, each node
@@ -222,4 +244,26 @@ func clSameLogDirs(ctx context.Context, adm *kadm.Client, topic string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// takeSnapshot has node n take a snapshot (GET /v1/snapshot, as kgate
+// snapshot save does), which also compacts its Raft log down to the
+// trailing entries, and discards it.
+func (c *kgateCluster) takeSnapshot(ctx context.Context, n *clusterNode) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.addrs["admin-addr"]+"/v1/snapshot", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v1/snapshot on node %d: %s", n.id, resp.Status)
+	}
+	return nil
 }
