@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -75,11 +74,11 @@ func (s *failStopStore) Set(key, val []byte) error {
 
 // keyCurrentTerm is the stable store key Raft panics on when its write
 // fails (hashicorp/raft's setCurrentTerm).
-var keyCurrentTerm = []byte("CurrentTerm")
+const keyCurrentTerm = "CurrentTerm"
 
 func (s *failStopStore) SetUint64(key []byte, val uint64) error {
 	err := s.fail("set "+string(key), s.logStable.SetUint64(key, val))
-	if err != nil && s.armed.Load() && bytes.Equal(key, keyCurrentTerm) {
+	if err != nil && s.armed.Load() && string(key) == keyCurrentTerm {
 		// Raft panics on this error. The node is halting: hold Raft's
 		// goroutine here until Raft has shut down, so it acts on the
 		// unsaved term no more, then let it return into the shutdown.

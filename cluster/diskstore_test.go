@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -59,7 +58,7 @@ func (s *fullStore) Set(k, v []byte) error {
 }
 
 func (s *fullStore) SetUint64(k []byte, v uint64) error {
-	if s.full.Load() && (!s.termOnly || bytes.Equal(k, keyCurrentTerm)) {
+	if s.full.Load() && (!s.termOnly || string(k) == keyCurrentTerm) {
 		return fmt.Errorf("set %s: write raft.db: %w", k, syscall.ENOSPC)
 	}
 	return s.logStable.SetUint64(k, v)

@@ -260,7 +260,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed}, logs, n.disk, n.snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed}, logs, n.disk, n.snaps, pipelineSafe{trans})
 	if err != nil {
 		trans.Close()
 		store.Close()
