@@ -349,7 +349,7 @@ func stateName(s memberlist.NodeStateType) string {
 // Ready reports whether a leader is known and this node has caught up
 // (CaughtUp).
 func (n *Node) Ready() bool {
-	if n.fsm.Halted() != nil {
+	if n.HaltErr() != nil {
 		return false
 	}
 	if _, ok := n.LeaderID(); !ok {

@@ -52,6 +52,8 @@ type Config struct {
 	// LinkTLS secures the Raft port with mutual TLS (link_tls.go); nil: clear.
 	LinkTLS   *LinkTLS
 	transport transportFunc // nil: TCP
+	// wrapStore, when set, wraps the Raft store (tests make writes fail).
+	wrapStore func(logStable) logStable
 	// MaxFeatureLevel caps the feature level this node reports it
 	// supports (nil: fsm.LatestLevel), which holds the cluster below the
 	// levels above it: tests pose as an older binary with it.
@@ -63,8 +65,9 @@ type Config struct {
 	SnapshotEvery    uint64 // entries between snapshots
 	TrailingLogs     uint64
 	Logger           *slog.Logger
-	// OnHalt runs once if the FSM meets an entry it cannot apply (after the
-	// node stopped serving); kgate serve exits non-zero. Tests observe it.
+	// OnHalt runs once if the FSM meets an entry it cannot apply or a write
+	// to the Raft store fails (after the node stopped serving); kgate serve
+	// exits non-zero. Tests observe it.
 	OnHalt func(error)
 }
 
@@ -99,6 +102,7 @@ type Node struct {
 	fsm   *fsm.FSM
 	raft  *raft.Raft
 	store LogStore
+	disk  *failStopStore // store, halting the node when a write fails
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
 	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
@@ -136,7 +140,8 @@ type Node struct {
 	refusedLink map[int32]bool
 
 	haltOnce sync.Once
-	halted   chan struct{} // closed when the FSM halted (Halted)
+	halted   chan struct{}         // closed when the node halted (Halted)
+	haltErr  atomic.Pointer[error] // why, once halted
 
 	// logClusterID is the cluster id found in the local Raft log at start,
 	// for gossip until the FSM has replayed the log (see clusterID).
@@ -165,13 +170,19 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
 	n.store = store
+	var ls logStable = store
+	if cfg.wrapStore != nil {
+		ls = cfg.wrapStore(store)
+	}
+	n.disk = &failStopStore{logStable: ls, failed: n.storageFailed, untilShutdown: n.untilRaftShutdown}
 	hlog := hclogFor(n.log, "raft")
+	removePartialSnapshots(filepath.Join(dir, "snapshots"), n.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
-	n.snaps = snaps
+	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		store.Close()
@@ -192,7 +203,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft transport on %s (advertised as %s): %w", bind, cfg.RaftAddr, err)
 	}
 	n.trans = trans
-	logs, err := raft.NewLogCache(512, store)
+	logs, err := raft.NewLogCache(512, n.disk)
 	if err != nil {
 		return nil, err
 	}
@@ -225,16 +236,16 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
 
-	if err := recoverFromPeersFile(dir, rc, &raftFSM{f: f}, logs, store, snaps, trans, n.log); err != nil {
+	if err := recoverFromPeersFile(dir, rc, &raftFSM{f: f}, logs, n.disk, snaps, trans, n.log); err != nil {
 		trans.Close()
 		store.Close()
 		return nil, err
 	}
-	hasState, err := raft.HasExistingState(logs, store, snaps)
+	hasState, err := raft.HasExistingState(logs, n.disk, snaps)
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt}, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed}, logs, n.disk, n.snaps, pipelineSafe{trans})
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -253,6 +264,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		}
 		n.log.Info("bootstrapped a new single-voter cluster", "node_id", cfg.NodeID)
 	}
+	n.disk.armed.Store(true)
 	if cfg.GossipAddr != "" {
 		if n.gossip, err = startGossip(n); err != nil {
 			n.Shutdown()
@@ -366,6 +378,21 @@ func (n *Node) AwaitLeader(ctx context.Context) (int32, bool) {
 		case <-n.stop:
 			return 0, false
 		}
+	}
+}
+
+// removePartialSnapshots deletes the snapshot directories Raft's file
+// store left unfinished (named *.tmp): a snapshot being written or received
+// when the disk filled or the process died. Raft never reads them and never
+// removes them, so each would keep holding the space it took.
+func removePartialSnapshots(dir string, log *slog.Logger) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	for _, p := range tmps {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("removing an unfinished snapshot", "path", p, "err", err)
+			continue
+		}
+		log.Info("removed an unfinished snapshot", "path", p)
 	}
 }
 
@@ -503,7 +530,7 @@ func (n *Node) setLeader(v bool) {
 }
 
 // IsLeader reports whether this node leads and has applied the whole log.
-func (n *Node) IsLeader() bool { return n.leader.Load() && n.fsm.Halted() == nil }
+func (n *Node) IsLeader() bool { return n.leader.Load() && n.HaltErr() == nil }
 
 // RaftLeader reports whether Raft considers this node the leader, which may
 // be before IsLeader (the FSM still catching up).
@@ -702,7 +729,7 @@ func (n *Node) ProposeAsync(data []byte) Future {
 // level does not allow yet (fsm.ErrFeatureDisabled), and returns the entry
 // to propose.
 func (n *Node) admit(data []byte) ([]byte, error) {
-	if h := n.fsm.Halted(); h != nil {
+	if h := n.HaltErr(); h != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotLeader, h)
 	}
 	return n.fsm.Admit(data)
@@ -744,29 +771,66 @@ func (n *Node) StepDown() {
 // Raft's FSM goroutine, so the slow part runs elsewhere: a leader hands
 // leadership over, then Config.OnHalt runs (the process exits there).
 func (n *Node) halt(h *fsm.HaltError) {
-	n.haltOnce.Do(func() {
+	n.haltWith(h, func() {
 		n.log.Error("stopping: this node cannot apply the replicated log and refuses to serve",
 			"index", h.Index, "command", h.Command, "err", h.Err)
+	})
+}
+
+// storageFailed halts the node on a failed write to its Raft store (see
+// failStopStore). Called on Raft's goroutines.
+func (n *Node) storageFailed(e *StorageError) {
+	n.haltWith(e, func() {
+		n.log.Error("stopping: this node cannot write to its data directory and refuses to serve", "err", e)
+	})
+}
+
+// haltWith stops the node for err once; logged runs first, then a line
+// naming the disk when it is full, as that is the operator's to fix.
+func (n *Node) haltWith(err error, logged func()) {
+	n.haltOnce.Do(func() {
+		logged()
+		if DiskFull(err) {
+			n.log.Error("the disk of the data directory is full: free space on it, then restart kgate; "+
+				"the node resumes from its last checkpoint and catches up from the others",
+				"data_dir", n.cfg.DataDir)
+		}
+		n.haltErr.Store(&err)
 		close(n.halted)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			if n.raft.State() == raft.Leader {
+			if n.raft != nil && n.raft.State() == raft.Leader {
 				n.transferLeadership()
 			}
 			if n.cfg.OnHalt != nil {
-				n.cfg.OnHalt(h)
+				n.cfg.OnHalt(err)
 			}
 		}()
 	})
 }
 
-// Halted is closed once this node has stopped applying the log (see
-// HaltErr); it then answers no request as leader and is not ready.
+// untilRaftShutdown blocks until Shutdown has shut Raft down.
+func (n *Node) untilRaftShutdown() {
+	<-n.stop
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for n.raft == nil || n.raft.State() != raft.Shutdown {
+		<-t.C
+	}
+}
+
+// Halted is closed once this node has stopped applying the log or writing
+// its Raft store (see HaltErr); it then answers no request as leader and
+// is not ready.
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
-// HaltErr is why the node halted, or nil.
+// HaltErr is why the node halted (a *fsm.HaltError or a *StorageError),
+// or nil.
 func (n *Node) HaltErr() error {
+	if p := n.haltErr.Load(); p != nil {
+		return *p
+	}
 	if h := n.fsm.Halted(); h != nil {
 		return h
 	}
@@ -801,6 +865,8 @@ type raftFSM struct {
 	m        *metrics
 	logBytes *atomic.Int64        // bytes applied since the last snapshot, when counted
 	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
+	// storageFailed is called when a snapshot cannot be persisted.
+	storageFailed func(*StorageError)
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {
@@ -822,18 +888,23 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &raftSnapshot{f: a.f, s: s, m: a.m}, nil
+	return &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed}, nil
 }
 
 func (a *raftFSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
-	return a.f.Restore(r)
+	err := a.f.Restore(r)
+	if h, ok := err.(*fsm.HaltError); ok && a.halted != nil {
+		a.halted(h) // a restore that failed halfway (see fsm.Restore)
+	}
+	return err
 }
 
 type raftSnapshot struct {
-	f *fsm.FSM
-	s *fsm.Snapshot
-	m *metrics
+	f      *fsm.FSM
+	s      *fsm.Snapshot
+	m      *metrics
+	failed func(*StorageError) // nil: failures are only returned
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -842,6 +913,11 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	err := s.s.Persist(s.f, counted)
 	if err != nil {
 		sink.Cancel()
+		if s.failed != nil {
+			// Persist fails only on local I/O (syncing partition logs,
+			// the checkpoint, reading batches): the data directory fails.
+			s.failed(&StorageError{Op: "persist snapshot", Err: err})
+		}
 	} else {
 		err = sink.Close()
 	}

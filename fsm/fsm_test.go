@@ -3,12 +3,14 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 )
 
@@ -468,5 +470,70 @@ func TestAlterTopicConfigsReplacesAllAndSurvivesSnapshot(t *testing.T) {
 	// Replacing with nothing removes every dynamic config.
 	if r := apply(&AlterTopicConfigs{Name: "t"}); r.(*CodeResult).Code != 0 || len(f.Topic("t").Configs) != 0 {
 		t.Fatalf("empty replace: %+v, configs %v", r, f.Topic("t").Configs)
+	}
+}
+
+// failingReader fails once n bytes were read, as a disk that fills (or a
+// process killed) in the middle of installing a snapshot would.
+type failingReader struct {
+	r io.Reader
+	n int
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, syscall.ENOSPC
+	}
+	if len(p) > r.n {
+		p = p[:r.n]
+	}
+	n, err := r.r.Read(p)
+	r.n -= n
+	return n, err
+}
+
+// A snapshot install that fails halfway has already replaced part of the
+// local state. The FSM must apply nothing more (fail-stop), and a restart
+// must not start from the old checkpoint, whose partition data the install
+// removed: it starts empty, for Raft to restore the snapshot again.
+func TestFailedRestoreHaltsAndLeavesNoStaleCheckpoint(t *testing.T) {
+	log := commandLog(5, 400)
+	dir := t.TempDir()
+	f, err := Open(Options{Dir: dir, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(f, log[:150])
+	checkpointed := snapshotBytes(t, f)
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Persist(f, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+
+	src := openFSM(t, t.TempDir())
+	applyAll(src, log[:300])
+	snap := snapshotBytes(t, src)
+	err = f.Restore(&failingReader{r: bytes.NewReader(snap), n: len(snap) * 2 / 3})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("restore failing halfway: %v, want ENOSPC", err)
+	}
+	if res, ok := f.Apply(301, log[300]).(*HaltError); !ok {
+		t.Fatalf("apply after a failed restore: %v, want a halt", res)
+	}
+	f.Close()
+
+	g := openFSM(t, dir)
+	if g.Applied() != 0 && !bytes.Equal(snapshotBytes(t, g), checkpointed) {
+		t.Fatalf("reopened at index %d with state that is not its checkpoint's", g.Applied())
+	}
+	if err := g.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, g), snap) {
+		t.Fatal("restored state differs from the snapshot")
 	}
 }

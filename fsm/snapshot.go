@@ -282,18 +282,20 @@ func (f *FSM) writeCheckpoint(index uint64, meta []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fh.Write(e.b); err != nil {
-		fh.Close()
-		return err
+	_, err = fh.Write(e.b)
+	if err == nil {
+		err = fh.Sync()
 	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return err
+	if cerr := fh.Close(); err == nil {
+		err = cerr
 	}
-	if err := fh.Close(); err != nil {
-		return err
+	if err == nil {
+		err = os.Rename(tmp, f.checkpointPath())
 	}
-	if err := os.Rename(tmp, f.checkpointPath()); err != nil {
+	if err != nil {
+		// A full disk: the old checkpoint stands; the partial new one
+		// would only hold space the disk lacks.
+		os.Remove(tmp)
 		return err
 	}
 	return syncDir(f.checkpointPath())
@@ -518,13 +520,28 @@ func (f *FSM) Restore(r io.Reader) error {
 		f.log.Info("local state covers snapshot; keeping it", "snapshot_index", index, "applied", f.Applied())
 		return nil
 	}
-	if err := f.installMeta(index, m, br); err != nil {
+	// From here the local state is replaced piece by piece. Should that
+	// stop halfway (a full disk, a crash), the old checkpoint would name
+	// partition data that is gone: it goes first, so that a restart
+	// starts empty and Raft restores its snapshot again. A failure halts
+	// the FSM: nothing may be applied over half a state.
+	if err := os.Remove(f.checkpointPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := f.syncLogs(); err != nil {
+	if err := syncDir(f.checkpointPath()); err != nil {
 		return err
 	}
-	return f.writeCheckpoint(index, raw)
+	err := f.installMeta(index, m, br)
+	if err == nil {
+		err = f.syncLogs()
+	}
+	if err == nil {
+		err = f.writeCheckpoint(index, raw)
+	}
+	if err != nil {
+		return f.halt(index, "restore snapshot", fmt.Errorf("fsm: restore: %w", err))
+	}
+	return nil
 }
 
 func (f *FSM) syncLogs() error {

@@ -268,9 +268,10 @@ func serve(ctx context.Context, cfg *config) error {
 		case <-ctx.Done():
 			node.StepDown()
 		case <-node.Halted():
-			// Fail-stop: this node could not apply a log entry, so its state
-			// is not the cluster's. It stops serving and the process exits
-			// non-zero; the node's log names the entry.
+			// Fail-stop: this node could not apply a log entry or write
+			// its Raft log (a full disk), so its state is not the
+			// cluster's. It stops serving and the process exits non-zero;
+			// the node's log names the entry or the disk.
 		}
 		stopSrv()
 	}()
@@ -278,7 +279,7 @@ func serve(ctx context.Context, cfg *config) error {
 	stopAdmin()
 	bg.Wait()
 	if herr := node.HaltErr(); herr != nil {
-		log.Error("kgate stopped: cannot apply the replicated log", "err", herr)
+		log.Error("kgate stopped: this node halted (fail-stop)", "err", herr)
 		return fmt.Errorf("stopped: %w", herr)
 	}
 	log.Info("kgate stopped")

@@ -43,6 +43,8 @@ type Log struct {
 	start    int64 // log start offset
 	next     int64 // offset the next appended record gets
 	wake     chan struct{}
+	// writeAt writes segment files (os.File.WriteAt; tests make it fail).
+	writeAt func(f *os.File, b []byte, off int64) (int, error)
 }
 
 type segment struct {
@@ -70,7 +72,8 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 	if segmentBytes <= 0 {
 		segmentBytes = 64 << 20
 	}
-	l := &Log{dir: dir, segmentBytes: segmentBytes, start: start, next: next, wake: make(chan struct{})}
+	l := &Log{dir: dir, segmentBytes: segmentBytes, start: start, next: next, wake: make(chan struct{}),
+		writeAt: (*os.File).WriteAt}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -228,10 +231,18 @@ func (l *Log) Append(batch []byte, lastOffsetDelta int32, maxTs int64) (base int
 	}
 	var prefix [8]byte
 	binary.BigEndian.PutUint64(prefix[:], uint64(base))
-	if _, err := s.f.WriteAt(prefix[:], s.size); err != nil {
-		return 0, err
+	_, err = l.writeAt(s.f, prefix[:], s.size)
+	if err == nil {
+		_, err = l.writeAt(s.f, batch[8:], s.size+8)
 	}
-	if _, err := s.f.WriteAt(batch[8:], s.size+8); err != nil {
+	if err != nil {
+		// A full disk can take part of the batch. Nothing counts it (size,
+		// index and next stay), and the file is cut back so that it holds
+		// only whole batches; were the cut to fail too, Open cuts a
+		// partial batch off at the next start.
+		if terr := s.f.Truncate(s.size); terr != nil {
+			err = fmt.Errorf("%w (and cutting the partial batch off: %v)", err, terr)
+		}
 		return 0, err
 	}
 	s.noteBatch(base, s.size, maxTs)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kgate/kgate/fsm/partlog"
@@ -551,4 +552,61 @@ func TestRemoveDeletesDirectory(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("directory still there: %v", err)
 	}
+}
+
+// A disk that fills in the middle of a batch: the append fails, the part
+// written is cut off the file, nothing counts it (next, reads, the
+// timestamp index), and once there is room again appends go on from the
+// same offset, before and after a reopen.
+func TestAppendFailingPartwayCutsBack(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 0, 0, 1<<20)
+	var want []stored
+	fill(t, l, 5, &want)
+	next := l.Next()
+	files := segmentFiles(t, dir)
+	seg := filepath.Join(dir, files[len(files)-1])
+	st, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	full := true
+	partlog.SetWriteAt(l, func(f *os.File, b []byte, off int64) (int, error) {
+		if !full {
+			return f.WriteAt(b, off)
+		}
+		n, err := f.WriteAt(b[:len(b)/2], off) // part of it lands
+		if err != nil {
+			return n, err
+		}
+		return n, syscall.ENOSPC
+	})
+	big := batch(3, 9000, 400, 0xee)
+	if _, err := l.Append(big, 2, 9000); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
+	}
+	if l.Next() != next {
+		t.Fatalf("next %d after a failed append, want %d", l.Next(), next)
+	}
+	if st2, err := os.Stat(seg); err != nil || st2.Size() != st.Size() {
+		t.Fatalf("segment not cut back to %d bytes after the failed append", st.Size())
+	}
+	checkBatches(t, readAll(t, l, 0), want)
+	if ts, _ := l.FindTimestamp(9000); ts != nil {
+		t.Error("the failed batch's timestamp is indexed")
+	}
+
+	full = false
+	s := appendBatch(t, l, batch(2, 2000, 100, 0xcd), &want)
+	if s.base != next {
+		t.Fatalf("append after the disk has room got %d, want %d", s.base, next)
+	}
+	checkBatches(t, readAll(t, l, 0), want)
+	end := l.Next()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, dir, 0, end, 1<<20)
+	checkBatches(t, readAll(t, l, 0), want)
 }

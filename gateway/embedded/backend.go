@@ -151,6 +151,9 @@ func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) f
 		}
 		return func() []gateway.ProduceResult { return out }
 	}
+	if b.node.HaltErr() != nil {
+		return fail(kerr.KafkaStorageError)
+	}
 	if !b.node.IsLeader() {
 		return fail(kerr.NotLeaderForPartition)
 	}
@@ -166,6 +169,15 @@ func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) f
 	return func() []gateway.ProduceResult {
 		res, err := fut.Result()
 		if err != nil {
+			if b.node.HaltErr() != nil {
+				// This node could not write the append (its disk is full)
+				// and stops: as Kafka answers for a failed log dir. The
+				// client retries on the new leader; the append may still
+				// have been committed by the others, and an idempotent
+				// producer's retry is then answered with its offsets.
+				b.log.Warn("append failed: this node halted", "err", err)
+				return fail(kerr.KafkaStorageError)()
+			}
 			if errors.Is(err, cluster.ErrNotLeader) {
 				return fail(kerr.NotLeaderForPartition)()
 			}

@@ -32,6 +32,7 @@ import (
 // | TestClusterLeaderSIGTERM{FranzGo,ConfluentKafkaPython,Java} | SIGTERM of the leader under the same load |
 // | TestClusterJoinFourthNode | a fourth node joins through one follower |
 // | TestClusterFullRestart | SIGTERM of all three, restart on the same data |
+// | TestClusterFullDisk | a follower's, then the leader's data disk filled under load; restart once freed (needs root) |
 // | TestClusterEveryNodeAnswers | kcat's auto-creation and topic administration through each node |
 //
 // The group members of the Python and Java tests are
