@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -23,17 +24,23 @@ import (
 
 // Config bounds and tunes the server.
 type Config struct {
-	Addr              string        // listen address
-	MaxFrameBytes     int32         // largest request accepted (socket.request.max.bytes)
-	MaxConnections    int           // client connections beyond this are closed at once; other nodes' links are counted apart, to the same bound
-	IdleTimeout       time.Duration // a connection with no request for this long is closed
-	ReadTimeout       time.Duration // a started frame must arrive within this, and an answer be taken
-	MaxInFlight       int           // pipelined requests per connection being worked on
-	MaxElements       int           // topics x partitions (or similar) in one request
-	MaxMessageBytes   int           // largest record batch accepted (message.max.bytes)
-	LeaderWait        time.Duration // Metadata and FindCoordinator wait this long for an election to end
-	AutoCreateTopics  bool
-	DefaultPartitions int32
+	Addr           string // listen address
+	MaxFrameBytes  int32  // largest request accepted (socket.request.max.bytes)
+	MaxConnections int    // client connections beyond this are closed at once; other nodes' links are counted apart, to the same bound
+	// MaxConnectionsPerIP bounds the client connections from one address
+	// (Kafka's max.connections.per.ip; 0: no bound), except for the
+	// addresses in ConnectionsPerIPOverrides, which have their own
+	// (max.connections.per.ip.overrides; 0 refuses the address).
+	MaxConnectionsPerIP       int
+	ConnectionsPerIPOverrides map[netip.Addr]int
+	IdleTimeout               time.Duration // a connection with no request for this long is closed
+	ReadTimeout               time.Duration // a started frame must arrive within this, and an answer be taken
+	MaxInFlight               int           // pipelined requests per connection being worked on
+	MaxElements               int           // topics x partitions (or similar) in one request
+	MaxMessageBytes           int           // largest record batch accepted (message.max.bytes)
+	LeaderWait                time.Duration // Metadata and FindCoordinator wait this long for an election to end
+	AutoCreateTopics          bool
+	DefaultPartitions         int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
 	Groups *coordinator.Coordinator
 	// Transactions serves the transaction APIs (with the embedded backend,
@@ -182,6 +189,7 @@ type Server struct {
 	// Kafka admits inter-broker connections past max.connections, so a
 	// client flood cannot cut a follower off from forwarding to the leader.
 	clients, peers int
+	perIP          map[netip.Addr]int // client connections by remote address, when bounded
 	wg             sync.WaitGroup
 }
 
@@ -297,6 +305,7 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			continue
 		}
 		tempDelay = 0
+		ip, bounded := s.perIPBound(l, nc)
 		s.mu.Lock()
 		open := s.clients
 		if l == nil {
@@ -309,6 +318,13 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			nc.Close()
 			continue
 		}
+		if bounded >= 0 && s.perIP[ip] >= bounded {
+			s.mu.Unlock()
+			s.metrics.refused.Inc()
+			s.log.Warn("connection limit of the address reached; closing new connection", "remote", nc.RemoteAddr().String(), "limit", bounded)
+			nc.Close()
+			continue
+		}
 		c := newConn(s, nc)
 		c.peer, c.listener = l == nil, l
 		s.conns[c] = struct{}{}
@@ -316,6 +332,12 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			s.peers++
 		} else {
 			s.clients++
+		}
+		if bounded >= 0 {
+			if s.perIP == nil {
+				s.perIP = map[netip.Addr]int{}
+			}
+			s.perIP[ip]++
 		}
 		s.mu.Unlock()
 		s.metrics.accepted.Inc()
@@ -332,9 +354,36 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			} else {
 				s.clients--
 			}
+			if bounded >= 0 {
+				if s.perIP[ip]--; s.perIP[ip] <= 0 {
+					delete(s.perIP, ip)
+				}
+			}
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// perIPBound returns a client connection's remote address and how many
+// connections that address may have open (Kafka's max.connections.per.ip
+// and its overrides), or -1 when it is not bounded: other nodes' links,
+// or no bound configured.
+func (s *Server) perIPBound(l *Listener, nc net.Conn) (netip.Addr, int) {
+	if l == nil || (s.cfg.MaxConnectionsPerIP <= 0 && len(s.cfg.ConnectionsPerIPOverrides) == 0) {
+		return netip.Addr{}, -1
+	}
+	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}, -1
+	}
+	ip := ap.Addr().Unmap()
+	if n, ok := s.cfg.ConnectionsPerIPOverrides[ip]; ok {
+		return ip, n
+	}
+	if s.cfg.MaxConnectionsPerIP <= 0 {
+		return ip, -1
+	}
+	return ip, s.cfg.MaxConnectionsPerIP
 }
 
 // Request is one decoded request as handlers see it.

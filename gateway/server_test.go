@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -726,6 +727,61 @@ func TestMaxConnections(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			t.Fatal("no connection accepted after one of the two closed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// dialRawFrom is dialRaw from a chosen loopback address.
+func dialRawFrom(t testing.TB, from, addr string) *rawConn {
+	t.Helper()
+	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &rawConn{t: t, nc: nc, corr: 1000}
+}
+
+// Kafka's max.connections.per.ip and its overrides: an address past its
+// bound has new connections closed at once while other addresses, and its
+// own open connections, are served; an override of 0 refuses an address.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	n := startNode(t, func(c *gateway.Config) {
+		c.MaxConnectionsPerIP = 2
+		c.ConnectionsPerIPOverrides = map[netip.Addr]int{
+			netip.MustParseAddr("127.0.0.3"): 3,
+			netip.MustParseAddr("127.0.0.4"): 0,
+		}
+	})
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	a, b := dialRawFrom(t, "127.0.0.2", n.addr), dialRawFrom(t, "127.0.0.2", n.addr)
+	a.do(req)
+	b.do(req)
+	expectClosed(t, dialRawFrom(t, "127.0.0.2", n.addr).nc)
+	a.do(req)
+	for range 3 {
+		dialRawFrom(t, "127.0.0.3", n.addr).do(req)
+	}
+	expectClosed(t, dialRawFrom(t, "127.0.0.3", n.addr).nc)
+	expectClosed(t, dialRawFrom(t, "127.0.0.4", n.addr).nc)
+	dialRawFrom(t, "127.0.0.5", n.addr).do(req)
+
+	// Once one of 127.0.0.2's closes, it may open another (the server
+	// notices the close asynchronously: retry, bounded).
+	a.nc.Close()
+	ctx := testCtx(t)
+	for {
+		c := dialRawFrom(t, "127.0.0.2", n.addr)
+		c.send(req)
+		if _, _, err := c.readFrame(); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no connection from 127.0.0.2 accepted after one of its two closed")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -36,6 +36,8 @@ type config struct {
 	MaxFrameBytes       int
 	MaxMessageBytes     int
 	MaxConnections      int
+	MaxConnsPerIP       int
+	ConnsPerIPOverrides string
 	IdleTimeout         time.Duration
 	RequestReadTimeout  time.Duration
 	SegmentBytes        int64
@@ -102,6 +104,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.MaxFrameBytes, "max-frame-bytes", 100<<20, "largest request accepted (Kafka's socket.request.max.bytes)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1048588, "largest record batch accepted (Kafka's message.max.bytes)")
 	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open Kafka client connections allowed (other nodes' forwarding links are counted apart, to the same bound)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-connections-per-ip", math.MaxInt32, "open Kafka client connections allowed from one address (Kafka's max.connections.per.ip); 0 only with --max-connections-per-ip-overrides")
+	fs.StringVar(&c.ConnsPerIPOverrides, "max-connections-per-ip-overrides", "", "comma list of host:count, each an address or a host name (resolved at start) with its own bound (Kafka's max.connections.per.ip.overrides)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 10*time.Minute, "close Kafka connections idle this long")
 	fs.DurationVar(&c.RequestReadTimeout, "request-read-timeout", 30*time.Second, "close a Kafka connection whose request, once its first byte arrived, is not whole within this (slowloris), or that takes no answer for this long; also bounds TLS handshakes")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", 64<<20, "default partition segment size; retention deletes whole segments")
@@ -345,6 +349,13 @@ func (c *config) validate() error {
 	if c.MaxConnections < 1 {
 		return fmt.Errorf("invalid value %d for --max-connections: must be at least 1", c.MaxConnections)
 	}
+	overrides, err := parseConnsPerIPOverrides(c.ConnsPerIPOverrides)
+	if err != nil {
+		return err
+	}
+	if c.MaxConnsPerIP < 0 || (c.MaxConnsPerIP == 0 && len(overrides) == 0) {
+		return fmt.Errorf("invalid value %d for --max-connections-per-ip: must be positive (0 only with --max-connections-per-ip-overrides)", c.MaxConnsPerIP)
+	}
 	if c.IdleTimeout <= 0 {
 		return fmt.Errorf("invalid value %s for --idle-timeout: must be positive", c.IdleTimeout)
 	}
@@ -501,4 +512,24 @@ func checkHostPort(v string) error {
 		return fmt.Errorf("port must be 0..65535")
 	}
 	return nil
+}
+
+// parseConnsPerIPOverrides reads --max-connections-per-ip-overrides:
+// "host:count,..." as Kafka's max.connections.per.ip.overrides, the count
+// after the last colon (so an IPv6 address may stand bare before it).
+func parseConnsPerIPOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndexByte(item, ':')
+		n, err := strconv.Atoi(item[i+1:])
+		if i <= 0 || err != nil || n < 0 {
+			return nil, fmt.Errorf("invalid value %q for --max-connections-per-ip-overrides: want host:count with a count of at least 0", item)
+		}
+		out[strings.Trim(item[:i], "[]")] = n
+	}
+	return out, nil
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"flag"
+	"maps"
+	"math"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -37,6 +40,33 @@ func quietStderr(t *testing.T) {
 	})
 }
 
+func TestConnsPerIPOverrides(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	cfg, err := parseConfig([]string{"--max-connections-per-ip", "0", "--max-connections-per-ip-overrides", "127.0.0.1:5, [::1]:7"}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := resolveConnsPerIPOverrides(t.Context(), cfg.ConnsPerIPOverrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[netip.Addr]int{netip.MustParseAddr("127.0.0.1"): 5, netip.MustParseAddr("::1"): 7}
+	if !maps.Equal(got, want) {
+		t.Fatalf("overrides %v, want %v", got, want)
+	}
+	// A host name stands for the addresses it resolves to now.
+	got, err = resolveConnsPerIPOverrides(t.Context(), "localhost:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[netip.MustParseAddr("127.0.0.1")] != 2 {
+		t.Fatalf("localhost:2 gave %v", got)
+	}
+	if connsPerIP(cfg.MaxConnsPerIP) != -1 || connsPerIP(math.MaxInt32) != 0 || connsPerIP(4) != 4 {
+		t.Fatalf("gateway bounds for 0, 2^31-1, 4: %d %d %d", connsPerIP(0), connsPerIP(math.MaxInt32), connsPerIP(4))
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	c, err := parseConfig(nil, env())
 	if err != nil {
@@ -59,6 +89,8 @@ func TestConfigDefaults(t *testing.T) {
 		"MaxFrameBytes":       104857600,
 		"MaxMessageBytes":     1048588,
 		"MaxConnections":      10000,
+		"MaxConnsPerIP":       2147483647,
+		"ConnsPerIPOverrides": "",
 		"IdleTimeout":         10 * time.Minute,
 		"RequestReadTimeout":  30 * time.Second,
 		"SegmentBytes":        int64(64 << 20),
@@ -182,6 +214,10 @@ func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
 		{"max frame bytes too small", []string{"--max-frame-bytes", "100"}, nil, "--max-frame-bytes"},
 		{"max message over frame", []string{"--max-frame-bytes", "2048", "--max-message-bytes", "4096"}, nil, "--max-message-bytes"},
 		{"max connections", []string{"--max-connections", "0"}, nil, "--max-connections"},
+		{"max connections per ip", []string{"--max-connections-per-ip", "-1"}, nil, "--max-connections-per-ip"},
+		{"max connections per ip 0 alone", []string{"--max-connections-per-ip", "0"}, nil, "--max-connections-per-ip"},
+		{"per ip overrides", []string{"--max-connections-per-ip-overrides", "127.0.0.1"}, nil, "--max-connections-per-ip-overrides"},
+		{"per ip overrides count", []string{"--max-connections-per-ip-overrides", "h:-2"}, nil, "--max-connections-per-ip-overrides"},
 		{"idle timeout", []string{"--idle-timeout", "0s"}, nil, "--idle-timeout"},
 		{"request read timeout", []string{"--request-read-timeout", "-1s"}, nil, "--request-read-timeout"},
 		{"segment bytes", []string{"--segment-bytes", "10"}, nil, "--segment-bytes"},

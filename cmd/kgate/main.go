@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sync"
@@ -176,21 +179,27 @@ func serve(ctx context.Context, cfg *config) error {
 		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, IDExpiration: cfg.TxnIDExpiration,
 			MaxGroups: cfg.MaxGroups, Logger: log}, node, state)
 	}
+	perIPOverrides, err := resolveConnsPerIPOverrides(ctx, cfg.ConnsPerIPOverrides)
+	if err != nil {
+		return err
+	}
 	gcfg := gateway.Config{
-		Addr:              cfg.KafkaAddr,
-		MaxFrameBytes:     int32(cfg.MaxFrameBytes),
-		MaxMessageBytes:   cfg.MaxMessageBytes,
-		MaxConnections:    cfg.MaxConnections,
-		IdleTimeout:       cfg.IdleTimeout,
-		ReadTimeout:       cfg.RequestReadTimeout,
-		AutoCreateTopics:  cfg.AutoCreateTopics,
-		DefaultPartitions: int32(cfg.DefaultPartitions),
-		Groups:            groups,
-		Transactions:      txns,
-		Quotas:            local, // replicated in the FSM with either backend
-		Credentials:       local,
-		ACLs:              local,
-		Logger:            log,
+		Addr:                      cfg.KafkaAddr,
+		MaxFrameBytes:             int32(cfg.MaxFrameBytes),
+		MaxMessageBytes:           cfg.MaxMessageBytes,
+		MaxConnections:            cfg.MaxConnections,
+		MaxConnectionsPerIP:       connsPerIP(cfg.MaxConnsPerIP),
+		ConnectionsPerIPOverrides: perIPOverrides,
+		IdleTimeout:               cfg.IdleTimeout,
+		ReadTimeout:               cfg.RequestReadTimeout,
+		AutoCreateTopics:          cfg.AutoCreateTopics,
+		DefaultPartitions:         int32(cfg.DefaultPartitions),
+		Groups:                    groups,
+		Transactions:              txns,
+		Quotas:                    local, // replicated in the FSM with either backend
+		Credentials:               local,
+		ACLs:                      local,
+		Logger:                    log,
 	}
 	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, log)
 	if err != nil {
@@ -399,4 +408,42 @@ func initialRebalanceDelay(flag time.Duration) time.Duration {
 		return -1
 	}
 	return flag
+}
+
+// connsPerIP is the gateway's per-address bound for
+// --max-connections-per-ip: Kafka's default (2^31-1) is no bound, and 0
+// (allowed with overrides) refuses every address without one.
+func connsPerIP(flag int) int {
+	switch {
+	case flag >= math.MaxInt32:
+		return 0
+	case flag == 0:
+		return -1
+	}
+	return flag
+}
+
+// resolveConnsPerIPOverrides turns --max-connections-per-ip-overrides into
+// bounds per address, host names resolved now (as a Kafka broker resolves
+// them when it reads its configuration).
+func resolveConnsPerIPOverrides(ctx context.Context, v string) (map[netip.Addr]int, error) {
+	hosts, err := parseConnsPerIPOverrides(v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Addr]int{}
+	for host, n := range hosts {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			out[ip.Unmap()] = n
+			continue
+		}
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, fmt.Errorf("--max-connections-per-ip-overrides: resolve %s: %w", host, err)
+		}
+		for _, ip := range ips {
+			out[ip.Unmap()] = n
+		}
+	}
+	return out, nil
 }
