@@ -136,7 +136,10 @@ func New(cfg Config, opts ...Option) *Server {
 		guarded = requireClientCert(guarded)
 	}
 	mux.Handle("/", guarded)
-	s.srv = &http.Server{Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Requests are small and answers may stream for long (a snapshot, a
+	// profile): bound reading and keep-alive idling, not writing.
+	s.srv = &http.Server{Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	s.tls = o.tls
 	return s
 }
