@@ -106,12 +106,22 @@ func TestLeaderShutdownHandsOver(t *testing.T) {
 	rest := c.running()
 	next := leaderAmong(t, rest)
 	t.Logf("leadership hand-over on graceful shutdown: %v (node %d -> node %d)", time.Since(began), leader.id, next.id)
+	// Back to the usual timeouts: a leader heartbeats every tenth of its
+	// heartbeat timeout, so one of an hour would leave its follower, and
+	// its own lease, without word from the other for minutes.
+	for _, tn := range rest {
+		rc := tn.n.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = 250*time.Millisecond, 250*time.Millisecond
+		if err := tn.n.raft.ReloadConfig(rc); err != nil {
+			t.Fatalf("node %d: %v", tn.id, err)
+		}
+	}
 
 	if got := stateOf(next, "g"); !equalState(got, acked) {
 		t.Fatalf("new leader lacks acknowledged writes: %+v, want %+v", got, acked)
 	}
 	p.produce(t, rest, 5, 50)
-	converged(t, rest, stateOf(next, "g"), "g")
+	convergedOnLeader(t, rest, "g")
 	votersAre(t, rest, c.nodes)
 }
 
@@ -141,7 +151,7 @@ func TestLeaderCrash(t *testing.T) {
 	}
 	p.produce(t, rest, 5, 50)
 	commitOffset(t, rest, "g", "t", 0, 15)
-	converged(t, rest, stateOf(next, "g"), "g")
+	convergedOnLeader(t, rest, "g")
 
 	// Gossip declares the crashed node failed; the leader's reconcile pass
 	// keeps it a voter (it is not reaped before --dead-node-reap-after).

@@ -577,6 +577,27 @@ func converged(t *testing.T, nodes []*testNode, want nodeState, groups ...string
 	}
 }
 
+// convergedOnLeader waits until every node shows the state of the serving
+// leader among them. After leadership moved, the node that led a moment
+// ago may not have applied the last writes, made through its successor;
+// the serving leader has.
+func convergedOnLeader(t *testing.T, nodes []*testNode, groups ...string) {
+	t.Helper()
+	eventually(t, 20*time.Second, "every node has the serving leader's data", func() error {
+		ls := servingLeaders(nodes)
+		if len(ls) != 1 {
+			return fmt.Errorf("%d serving leaders", len(ls))
+		}
+		want := stateOf(ls[0], groups...)
+		for _, tn := range nodes {
+			if got := stateOf(tn, groups...); !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("node %d has %+v, leader node %d %+v", tn.id, got, ls[0].id, want)
+			}
+		}
+		return nil
+	})
+}
+
 // readAll reads a partition's batches from its start through Log.Read.
 func readAll(t *testing.T, tn *testNode, topic string, partition int32) [][]byte {
 	t.Helper()

@@ -81,7 +81,7 @@ func (n *Node) noteConnClosed() {
 // once a leader is in contact again.
 func (n *Node) hastenElections() {
 	defer n.wg.Done()
-	var normal raft.ReloadableConfig
+	var normal, fast raft.ReloadableConfig
 	hastened := false
 	var turn *time.Timer // this follower's turn to stand, while suspecting
 	turnC := func() <-chan time.Time {
@@ -123,7 +123,7 @@ func (n *Node) hastenElections() {
 				continue
 			}
 			normal = n.raft.ReloadableConfig()
-			fast := normal
+			fast = normal
 			fast.HeartbeatTimeout = n.lease
 			fast.ElectionTimeout = n.lease
 			if fast.HeartbeatTimeout >= normal.HeartbeatTimeout {
@@ -135,8 +135,12 @@ func (n *Node) hastenElections() {
 			}
 			hastened = true
 		case hastened && (n.raft.State() == raft.Leader || n.raft.State() == raft.Shutdown || n.inContact()):
-			if err := n.raft.ReloadConfig(normal); err != nil {
-				n.log.Warn("restore the heartbeat timeout", "err", err)
+			// Unless someone set other timeouts meanwhile (an operator's
+			// reload, a test): those stand.
+			if cur := n.raft.ReloadableConfig(); cur.HeartbeatTimeout == fast.HeartbeatTimeout && cur.ElectionTimeout == fast.ElectionTimeout {
+				if err := n.raft.ReloadConfig(normal); err != nil {
+					n.log.Warn("restore the heartbeat timeout", "err", err)
+				}
 			}
 			hastened = false
 		case !hastened && turn != nil && (n.raft.State() != raft.Follower || n.inContact()):
