@@ -30,7 +30,7 @@ const (
 type workload struct {
 	t     *testing.T
 	h     *History
-	seeds []string
+	seeds []string // guarded by mu
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -65,11 +65,22 @@ func newWorkload(t *testing.T, seeds []string) *workload {
 
 func (w *workload) client(opts ...kgo.Opt) *kgo.Client {
 	w.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...)}, opts...)...)
+	w.mu.Lock()
+	seeds := w.seeds
+	w.mu.Unlock()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return cl
+}
+
+// setSeeds sets the bootstrap list of clients made from now on (those
+// running keep theirs, which may name nodes that left).
+func (w *workload) setSeeds(seeds []string) {
+	w.mu.Lock()
+	w.seeds = seeds
+	w.mu.Unlock()
 }
 
 func (w *workload) createTopic() {
