@@ -165,6 +165,10 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
 	n.store = store
+	if err := removeUnfinishedSnapshots(dir, n.log); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
 	hlog := hclogFor(n.log, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
