@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/cluster/raftlog"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/internal/worktime"
 )
@@ -62,6 +63,7 @@ type Config struct {
 	LeaderLease      time.Duration
 	SnapshotEvery    uint64 // entries between snapshots
 	TrailingLogs     uint64
+	LogSegmentBytes  int64 // Raft log segment file size (0: raftlog's default)
 	Logger           *slog.Logger
 	// OnHalt runs once if the FSM meets an entry it cannot apply (after the
 	// node stopped serving); kgate serve exits non-zero. Tests observe it.
@@ -160,7 +162,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	store, err := OpenLogStore(cfg.DataDir, cfg.Fsync, n.log)
+	store, err := openLogStore(cfg.DataDir, raftlog.Options{Fsync: cfg.Fsync, SegmentSize: cfg.LogSegmentBytes, Logger: n.log})
 	if err != nil {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}

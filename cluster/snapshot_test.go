@@ -54,3 +54,54 @@ func TestUnfinishedSnapshotRemovedOnStart(t *testing.T) {
 		t.Fatalf("after the restart the partition has %d batches, want the %d written", len(got), len(want))
 	}
 }
+
+// segmentFiles counts the Raft log's segment files.
+func segmentFiles(t *testing.T, tn *testNode) int {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(tn.dir, "raft", "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range es {
+		if filepath.Ext(e.Name()) == ".seg" {
+			n++
+		}
+	}
+	return n
+}
+
+// With small Raft log segments (--raft-log-segment-bytes) the log spans
+// several files, the compaction after a snapshot deletes the covered
+// ones, and the node restarts on what is left with its data.
+func TestSmallRaftLogSegmentsCompacted(t *testing.T) {
+	c := &testCluster{t: t, used: map[string]bool{}}
+	tn := c.newNode(1, nil, 1, func(cfg *Config) {
+		cfg.LogSegmentBytes = 4096
+		cfg.TrailingLogs = 5
+	})
+	tn.start(t)
+	nodes := []*testNode{tn}
+	leaderAmong(t, nodes)
+	createTopic(t, nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, nodes, 60, 300)
+	before := segmentFiles(t, tn)
+	if before < 4 {
+		t.Fatalf("%d segment files after 60 entries of 300 bytes with 4 KiB segments", before)
+	}
+	if err := tn.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if after := segmentFiles(t, tn); after >= before {
+		t.Fatalf("%d segment files after the snapshot's compaction, %d before", after, before)
+	}
+	want := readAll(t, tn, "t", 0)
+	tn.crash(t)
+	tn.start(t)
+	leaderAmong(t, nodes)
+	p.produce(t, nodes, 1, 300)
+	if got := readAll(t, tn, "t", 0); len(got) != len(want)+1 || !equalBatches(got[:len(want)], want) {
+		t.Fatalf("after the restart the partition has %d batches, want %d and one more", len(got), len(want))
+	}
+}

@@ -263,6 +263,11 @@ faults:
 			break
 		}
 		f.formed = formed
+		if kind == crashSnapshot {
+			if left := unfinishedSnapshots(c.node(f.target).dataDir); len(left) > 0 {
+				t.Errorf("fault %d: node %d restarted and kept the snapshot the kill left unfinished: %v", i, f.target, left)
+			}
+		}
 		if kind == churn {
 			// A client configured before the churn names the node that
 			// left: it must get through the others.

@@ -34,6 +34,9 @@ var nodeFlags = []string{
 	// the log (crash-compaction) and a node back from a fault often
 	// catches up by an installed snapshot rather than the log.
 	"--raft-trailing-logs", "256",
+	// Small Raft log segments (about two seconds of the workload each),
+	// so that a compaction deletes segment files.
+	"--raft-log-segment-bytes", "65536",
 }
 
 type cluster struct {

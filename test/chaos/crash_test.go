@@ -49,10 +49,14 @@ var (
 			file: func(n string) bool { return n == "meta.tmp" }, left: leftMetaTmp},
 		{name: "new first index recorded (meta renamed), before segment removal", dir: "raft/log", mask: syscall.IN_MOVED_TO,
 			file: func(n string) bool { return n == "meta" }, left: leftMetaTmp},
+		{name: "first covered segment file deleted", dir: "raft/log", mask: syscall.IN_DELETE,
+			file: func(n string) bool { return strings.HasSuffix(n, ".seg") }, left: leftMetaTmp},
 	}
 )
 
-func leftSnapshotTmp(dataDir string) string {
+// unfinishedSnapshots lists the snapshot directories under a temporary
+// name (a node removes those a crash left when it starts).
+func unfinishedSnapshots(dataDir string) []string {
 	var out []string
 	if es, err := os.ReadDir(filepath.Join(dataDir, "raft/snapshots")); err == nil {
 		for _, e := range es {
@@ -61,6 +65,11 @@ func leftSnapshotTmp(dataDir string) string {
 			}
 		}
 	}
+	return out
+}
+
+func leftSnapshotTmp(dataDir string) string {
+	out := unfinishedSnapshots(dataDir)
 	if _, err := os.Stat(filepath.Join(dataDir, "fsm/checkpoint.tmp")); err == nil {
 		out = append(out, "fsm/checkpoint.tmp")
 	}
