@@ -107,12 +107,13 @@ func (c *cluster) joinFresh(via int) *node {
 	return nd
 }
 
-// bootstrapList is what a client configured before the churn would still
-// name: every node that ever served, departed ones first.
+// bootstrapList is what a client configured around the last churn would
+// name: the node that left last (first, so that the first dial fails),
+// then the members.
 func (c *cluster) bootstrapList() []string {
 	var out []string
-	for _, nd := range c.gone {
-		out = append(out, nd.kafka)
+	if len(c.gone) > 0 {
+		out = append(out, c.gone[len(c.gone)-1].kafka)
 	}
 	return append(out, c.kafkaAddrs()...)
 }
@@ -126,6 +127,13 @@ func (c *cluster) clientsReach(limit time.Duration) error {
 		return err
 	}
 	defer cl.Close()
+	// The first request must get through on the client's own retries.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	_, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("metadata through %v: %w", c.bootstrapList(), err)
+	}
 	want := c.ids()
 	return pollUntil(limit, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
