@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -105,6 +106,24 @@ func (c *cluster) joinFresh(via int) *node {
 	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].id < c.nodes[j].id })
 	nd.start()
 	return nd
+}
+
+// departedIn returns a node that left whose Kafka address s names (0:
+// none).
+func (c *cluster) departedIn(s string) int {
+	for _, nd := range c.gone {
+		for rest := s; ; {
+			i := strings.Index(rest, nd.kafka)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(nd.kafka):]
+			if rest == "" || rest[0] < '0' || rest[0] > '9' { // not a longer port
+				return nd.id
+			}
+		}
+	}
+	return 0
 }
 
 // bootstrapList is what a client configured around the last churn would
