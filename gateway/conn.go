@@ -34,6 +34,11 @@ type conn struct {
 	// against the request quota with the next one (Kafka counts network
 	// thread time without a throttle of its own).
 	encoding time.Duration
+	// unanswered counts requests begun (their size read) and not yet
+	// answered (flushed, or needing no answer); answered counts answers
+	// flushed. A stopping server closes the connection once it has
+	// answered something and nothing is pending (Server.drain).
+	unanswered, answered atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -89,6 +94,7 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			}
 			return
 		}
+		c.unanswered.Add(1)
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
 			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
@@ -108,6 +114,7 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			return
 		}
 		if p.reply.none {
+			c.unanswered.Add(-1)
 			continue
 		}
 		select {
@@ -200,11 +207,18 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buffered int64 // answers written to bw since the last flush
 	flush := func() error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		return flushTLS(c.nc)
+		if err := flushTLS(c.nc); err != nil {
+			return err
+		}
+		c.answered.Add(buffered)
+		c.unanswered.Add(-buffered)
+		buffered = 0
+		return nil
 	}
 	var out []byte
 	for p := range queue {
@@ -245,6 +259,7 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		if _, err := bw.Write(out); err != nil {
 			return
 		}
+		buffered++
 		if len(queue) == 0 {
 			if err := flush(); err != nil {
 				return
