@@ -39,6 +39,10 @@ type conn struct {
 	// flushed. A stopping server closes the connection once it has
 	// answered something and nothing is pending (Server.drain).
 	unanswered, answered atomic.Int64
+	// stopping ends when the server stops: handlers then stop waiting
+	// (long polls, waits for a leader) and answer with what they have, so
+	// that the drain can send their answers.
+	stopping context.Context
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -78,12 +82,19 @@ func (c *conn) serve(parent context.Context) {
 		cancel()
 		c.nc.Close() // unblock the reader if the writer failed
 	}()
-	c.read(ctx, queue)
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	if c.stopping != nil {
+		defer context.AfterFunc(c.stopping, hcancel)()
+	}
+	c.read(ctx, hctx, queue)
 	close(queue)
 	<-writerDone
 }
 
-func (c *conn) read(ctx context.Context, queue chan<- pending) {
+// read reads and starts requests until the connection ends (ctx); their
+// handlers run under hctx, which also ends when the server stops.
+func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for ctx.Err() == nil {
@@ -109,7 +120,7 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 		if !c.waitUnmuted(ctx) {
 			return
 		}
-		p, ok := c.start(ctx, frame)
+		p, ok := c.start(ctx, hctx, frame)
 		if !ok {
 			return
 		}
@@ -155,7 +166,9 @@ func readFrameBody(r io.Reader, size int) ([]byte, error) {
 	return buf, nil
 }
 
-func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
+// start decodes one frame and runs its handler under hctx (the request
+// order waits under ctx). ok=false closes the connection.
+func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	started := time.Now()
 	hdr, req, body, err := ParseRequest(frame)
 	if err != nil {
@@ -191,7 +204,7 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		throttle = c.quotaThrottle(hdr, user, producerByteRate, float64(len(frame)), clientThrottles)
 	}
 	work := new(worktime.Meter)
-	reply := h.fn(worktime.With(ctx, work), r)
+	reply := h.fn(worktime.With(hctx, work), r)
 	c.order.started(hdr.Key, reply.done)
 	if reply.close {
 		return pending{}, false

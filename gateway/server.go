@@ -340,6 +340,7 @@ func (s *Server) accept(ctx, connCtx context.Context, ln net.Listener, l *Listen
 			continue
 		}
 		c := newConn(s, nc)
+		c.stopping = ctx
 		c.peer, c.listener = l == nil, l
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
