@@ -121,7 +121,14 @@ func (w *workload) start() {
 func (w *workload) produce(i int) {
 	defer w.prodWG.Done()
 	name := fmt.Sprintf("p%d", i)
-	cl := w.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	logf, err := os.Create(filepath.Join(w.logDir, "client-"+name+".log"))
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	defer logf.Close()
+	cl := w.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.WithLogger(kgo.BasicLogger(logf, kgo.LogLevelWarn, func() string { return time.Now().Format("15:04:05.000 ") })))
 	defer cl.Close()
 	tick := time.NewTicker(produceEvery)
 	defer tick.Stop()
