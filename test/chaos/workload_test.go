@@ -223,7 +223,7 @@ func (l *memberLog) Log(level kgo.LogLevel, msg string, kv ...any) {
 	if msg == "heartbeat errored" || msg == "group manage loop errored" {
 		l.mu.Lock()
 		if l.last == "" || msg == "heartbeat errored" {
-			l.last = msg + ": " + fmt.Sprint(kv...)
+			l.last = fmt.Sprintf("%s: %v", msg, kv)
 		}
 		l.mu.Unlock()
 	}
