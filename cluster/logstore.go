@@ -40,6 +40,14 @@ const (
 // if there is none and migrating a bbolt log of an earlier release first.
 // Without fsync the log is not synced to disk (--fsync=false).
 func OpenLogStore(dataDir string, fsync bool, log *slog.Logger) (LogStore, error) {
+	return openLogStore(dataDir, raftlog.Options{Fsync: fsync, Logger: log})
+}
+
+func openLogStore(dataDir string, opts raftlog.Options) (LogStore, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	dir := filepath.Join(dataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -52,7 +60,7 @@ func OpenLogStore(dataDir string, fsync bool, log *slog.Logger) (LogStore, error
 	if err := migrateBoltLog(dir, log); err != nil {
 		return nil, fmt.Errorf("migrate the Raft log from %s: %w", boltFile, err)
 	}
-	return raftlog.Open(filepath.Join(dir, logDir), raftlog.Options{Fsync: fsync, Logger: log})
+	return raftlog.Open(filepath.Join(dir, logDir), opts)
 }
 
 // The keys hashicorp/raft keeps in its StableStore: the two terms are

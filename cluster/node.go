@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/cluster/raftlog"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/internal/worktime"
 )
@@ -64,6 +65,7 @@ type Config struct {
 	LeaderLease      time.Duration
 	SnapshotEvery    uint64 // entries between snapshots
 	TrailingLogs     uint64
+	LogSegmentBytes  int64 // Raft log segment file size (0: raftlog's default)
 	Logger           *slog.Logger
 	// OnHalt runs once if the FSM meets an entry it cannot apply or a write
 	// to the Raft store fails (after the node stopped serving); kgate serve
@@ -165,7 +167,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	store, err := OpenLogStore(cfg.DataDir, cfg.Fsync, n.log)
+	store, err := openLogStore(cfg.DataDir, raftlog.Options{Fsync: cfg.Fsync, SegmentSize: cfg.LogSegmentBytes, Logger: n.log})
 	if err != nil {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
@@ -175,8 +177,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		ls = cfg.wrapStore(store)
 	}
 	n.disk = &failStopStore{logStable: ls, failed: n.storageFailed, untilShutdown: n.untilRaftShutdown}
+	if err := removeUnfinishedSnapshots(dir, n.log); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
 	hlog := hclogFor(n.log, "raft")
-	removePartialSnapshots(filepath.Join(dir, "snapshots"), n.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
 		store.Close()
@@ -378,21 +383,6 @@ func (n *Node) AwaitLeader(ctx context.Context) (int32, bool) {
 		case <-n.stop:
 			return 0, false
 		}
-	}
-}
-
-// removePartialSnapshots deletes the snapshot directories Raft's file
-// store left unfinished (named *.tmp): a snapshot being written or received
-// when the disk filled or the process died. Raft never reads them and never
-// removes them, so each would keep holding the space it took.
-func removePartialSnapshots(dir string, log *slog.Logger) {
-	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
-	for _, p := range tmps {
-		if err := os.RemoveAll(p); err != nil {
-			log.Warn("removing an unfinished snapshot", "path", p, "err", err)
-			continue
-		}
-		log.Info("removed an unfinished snapshot", "path", p)
 	}
 }
 

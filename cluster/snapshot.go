@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -19,6 +21,34 @@ import (
 // the FSM's own stream, with every group, offset, producer id and (with
 // the embedded log) every retained record.
 const snapshotFileMagic = "kgate-snapshot 1\n"
+
+// removeUnfinishedSnapshots deletes the temporary directories (NAME.tmp) of
+// Raft snapshots that a crash interrupted. hashicorp/raft's file store
+// skips them but never removes them, and each holds up to a full copy of
+// the partition data, so every crash during a snapshot would leave that
+// much disk taken for good. Only the process holding the data directory's
+// Raft log (opened first) may call it.
+func removeUnfinishedSnapshots(raftDir string, log *slog.Logger) error {
+	dir := filepath.Join(raftDir, "snapshots")
+	es, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("removing an unfinished snapshot: %w", err)
+		}
+		log.Warn("removed a snapshot that a crash left unfinished", "dir", path)
+	}
+	return nil
+}
 
 // SnapshotMeta describes a snapshot copied out of a node.
 type SnapshotMeta struct {

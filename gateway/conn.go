@@ -34,6 +34,15 @@ type conn struct {
 	// against the request quota with the next one (Kafka counts network
 	// thread time without a throttle of its own).
 	encoding time.Duration
+	// unanswered counts requests begun (their size read) and not yet
+	// answered (flushed, or needing no answer); answered counts answers
+	// flushed. A stopping server closes the connection once it has
+	// answered something and nothing is pending (Server.drain).
+	unanswered, answered atomic.Int64
+	// stopping ends when the server stops: handlers then stop waiting
+	// (long polls, waits for a leader) and answer with what they have, so
+	// that the drain can send their answers.
+	stopping context.Context
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -73,12 +82,19 @@ func (c *conn) serve(parent context.Context) {
 		cancel()
 		c.nc.Close() // unblock the reader if the writer failed
 	}()
-	c.read(ctx, queue)
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	if c.stopping != nil {
+		defer context.AfterFunc(c.stopping, hcancel)()
+	}
+	c.read(ctx, hctx, queue)
 	close(queue)
 	<-writerDone
 }
 
-func (c *conn) read(ctx context.Context, queue chan<- pending) {
+// read reads and starts requests until the connection ends (ctx); their
+// handlers run under hctx, which also ends when the server stops.
+func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for ctx.Err() == nil {
@@ -98,6 +114,7 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 			c.log.Debug("read", "err", err)
 			return
 		}
+		c.unanswered.Add(1)
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
 			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
@@ -111,11 +128,12 @@ func (c *conn) read(ctx context.Context, queue chan<- pending) {
 		if !c.waitUnmuted(ctx) {
 			return
 		}
-		p, ok := c.start(ctx, frame)
+		p, ok := c.start(ctx, hctx, frame)
 		if !ok {
 			return
 		}
 		if p.reply.none {
+			c.unanswered.Add(-1)
 			continue
 		}
 		select {
@@ -156,7 +174,9 @@ func readFrameBody(r io.Reader, size int) ([]byte, error) {
 	return buf, nil
 }
 
-func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
+// start decodes one frame and runs its handler under hctx (the request
+// order waits under ctx). ok=false closes the connection.
+func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	started := time.Now()
 	hdr, req, body, err := ParseRequest(frame)
 	if err != nil {
@@ -192,7 +212,7 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 		throttle = c.quotaThrottle(hdr, user, producerByteRate, float64(len(frame)), clientThrottles)
 	}
 	work := new(worktime.Meter)
-	reply := h.fn(worktime.With(ctx, work), r)
+	reply := h.fn(worktime.With(hctx, work), r)
 	c.order.started(hdr.Key, reply.done)
 	if reply.close {
 		return pending{}, false
@@ -208,11 +228,18 @@ func (c *conn) start(ctx context.Context, frame []byte) (pending, bool) {
 
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buffered int64 // answers written to bw since the last flush
 	flush := func() error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		return flushTLS(c.nc)
+		if err := flushTLS(c.nc); err != nil {
+			return err
+		}
+		c.answered.Add(buffered)
+		c.unanswered.Add(-buffered)
+		buffered = 0
+		return nil
 	}
 	var out []byte
 	for p := range queue {
@@ -253,6 +280,7 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		if _, err := bw.Write(out); err != nil {
 			return
 		}
+		buffered++
 		if len(queue) == 0 {
 			if err := flush(); err != nil {
 				return

@@ -39,6 +39,9 @@ type Config struct {
 	MaxElements               int           // topics x partitions (or similar) in one request
 	MaxMessageBytes           int           // largest record batch accepted (message.max.bytes)
 	LeaderWait                time.Duration // Metadata and FindCoordinator wait this long for an election to end
+	// StopDrain bounds how long a stopping server waits for its
+	// connections to answer what they read (default 1 s); see Serve.
+	StopDrain         time.Duration
 	AutoCreateTopics          bool
 	DefaultPartitions         int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
@@ -95,6 +98,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LeaderWait <= 0 {
 		c.LeaderWait = 5 * time.Second
+	}
+	if c.StopDrain <= 0 {
+		c.StopDrain = time.Second
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1048588
@@ -258,11 +264,14 @@ func (s *Server) Serve(ctx context.Context) error {
 			peers.Close()
 		}
 	}()
+	// Connections outlive ctx by the drain below.
+	connCtx, stopConns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConns()
 	if peers != nil {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.accept(ctx, peers, nil)
+			s.accept(ctx, connCtx, peers, nil)
 		}()
 	}
 	var accepting sync.WaitGroup
@@ -270,10 +279,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		accepting.Add(1)
 		go func() {
 			defer accepting.Done()
-			s.accept(ctx, b.ln, b.Listener)
+			s.accept(ctx, connCtx, b.ln, b.Listener)
 		}()
 	}
 	accepting.Wait()
+	s.drain()
+	stopConns()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.nc.Close()
@@ -284,9 +295,37 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// accept serves one listener's connections until ctx ends; a nil
-// listener marks those of other nodes, whose requests are forwarded ones.
-func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
+// drain closes each connection once it has answered every request it read,
+// and at least one: a client whose first request on a connection gets no
+// answer cannot tell whether it took effect, and franz-go fails it rather
+// than retry (a connection that answered before is retried on EOF). A
+// connection opened just before the stop thus gets its first answer
+// (after a leave: NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, the new
+// leader's metadata). It returns when none is left or after StopDrain.
+func (s *Server) drain() {
+	deadline := time.Now().Add(s.cfg.StopDrain)
+	for {
+		left := 0
+		s.mu.Lock()
+		for c := range s.conns {
+			if c.answered.Load() > 0 && c.unanswered.Load() == 0 {
+				c.nc.Close()
+			} else {
+				left++
+			}
+		}
+		s.mu.Unlock()
+		if left == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// accept serves one listener's connections until ctx ends, each until
+// connCtx ends; a nil listener marks those of other nodes, whose requests
+// are forwarded ones.
+func (s *Server) accept(ctx, connCtx context.Context, ln net.Listener, l *Listener) {
 	var tempDelay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -326,6 +365,7 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 			continue
 		}
 		c := newConn(s, nc)
+		c.stopping = ctx
 		c.peer, c.listener = l == nil, l
 		s.conns[c] = struct{}{}
 		if c.peer {
@@ -344,8 +384,8 @@ func (s *Server) accept(ctx context.Context, ln net.Listener, l *Listener) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if c.handshake(ctx) {
-				c.serve(ctx)
+			if c.handshake(connCtx) {
+				c.serve(connCtx)
 			}
 			s.mu.Lock()
 			delete(s.conns, c)

@@ -46,6 +46,8 @@ type testNode struct {
 	fsm     *fsm.FSM
 	node    *cluster.Node
 	backend *embedded.Backend
+	srv     *gateway.Server
+	stop    context.CancelFunc // ends Serve's context (a stopping node)
 }
 
 func freeLoopbackAddr(t testing.TB) string {
@@ -204,7 +206,7 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 		node.Shutdown()
 		st.Close()
 	})
-	return &testNode{addr: srv.Addr().String(), dataDir: dir, fsm: st, node: node, backend: backend}, nil
+	return &testNode{addr: srv.Addr().String(), dataDir: dir, fsm: st, node: node, backend: backend, srv: srv, stop: stop}, nil
 }
 
 func newClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {

@@ -46,6 +46,7 @@ type config struct {
 	RaftElection        time.Duration
 	RaftSnapshotEvery   uint64
 	RaftTrailingLogs    uint64
+	RaftSegmentBytes    int64
 	LogLevel            string
 	Fsync               bool
 	DeadNodeReapAfter   time.Duration
@@ -114,6 +115,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.RaftElection, "raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.Uint64Var(&c.RaftSnapshotEvery, "raft-snapshot-threshold", 16384, "Raft entries between snapshots (a snapshot is also taken once the log has grown by the data size, at least 256 MiB)")
 	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 1024, "Raft entries kept after a snapshot (entries carry record batches of up to megabytes)")
+	fs.Int64Var(&c.RaftSegmentBytes, "raft-log-segment-bytes", 64<<20, "size after which the Raft log starts a new segment file; compaction after a snapshot deletes whole segments")
 	fs.BoolVar(&c.Fsync, "fsync", true, "fsync the Raft log before acknowledging; false trusts the page cache as Kafka does (survives kill -9, not power loss)")
 	fs.DurationVar(&c.GroupInitialDelay, "group-initial-rebalance-delay", 3*time.Second, "wait for more members before the first rebalance of an empty group (KIP-134)")
 	fs.DurationVar(&c.GroupMinSession, "group-min-session-timeout", 6*time.Second, "smallest session timeout a member may ask for")
@@ -382,6 +384,9 @@ func (c *config) validate() error {
 	}
 	if c.RejoinInterval <= 0 {
 		return fmt.Errorf("invalid value %s for --rejoin-interval: must be positive", c.RejoinInterval)
+	}
+	if c.RaftSegmentBytes < 4096 {
+		return fmt.Errorf("invalid value %d for --raft-log-segment-bytes: must be at least 4096", c.RaftSegmentBytes)
 	}
 	if c.RaftSnapshotEvery < 1 {
 		return fmt.Errorf("invalid value %d for --raft-snapshot-threshold: must be at least 1", c.RaftSnapshotEvery)

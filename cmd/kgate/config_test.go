@@ -99,6 +99,7 @@ func TestConfigDefaults(t *testing.T) {
 		"RaftElection":        500 * time.Millisecond,
 		"RaftSnapshotEvery":   uint64(16384),
 		"RaftTrailingLogs":    uint64(1024),
+		"RaftSegmentBytes":    int64(64 << 20),
 		"LogLevel":            "info",
 		"LogFormat":           "text",
 		"AdvertiseRaftAddr":   "127.0.0.1:9093", // defaults to --raft-addr
@@ -226,6 +227,7 @@ func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
 		{"raft election", []string{"--raft-election-timeout", "1ms"}, nil, "--raft-election-timeout"},
 		{"raft election below heartbeat", []string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, nil, "--raft-election-timeout"},
 		{"raft snapshot threshold", []string{"--raft-snapshot-threshold", "0"}, nil, "--raft-snapshot-threshold"},
+		{"raft log segment bytes", []string{"--raft-log-segment-bytes", "100"}, nil, "--raft-log-segment-bytes"},
 		{"log level", []string{"--log-level", "verbose"}, nil, "--log-level"},
 		{"max transaction timeout", []string{"--max-transaction-timeout", "0s"}, nil, "--max-transaction-timeout"},
 		{"transactional id expiration 0", []string{"--transactional-id-expiration", "0s"}, nil, "--transactional-id-expiration"},

@@ -133,6 +133,7 @@ func serve(ctx context.Context, cfg *config) error {
 		ElectionTimeout:   cfg.RaftElection,
 		SnapshotEvery:     cfg.RaftSnapshotEvery,
 		TrailingLogs:      cfg.RaftTrailingLogs,
+		LogSegmentBytes:   cfg.RaftSegmentBytes,
 		Logger:            log,
 	}, state)
 	if err != nil {

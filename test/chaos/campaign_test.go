@@ -26,9 +26,12 @@ const (
 	isolateLeader   = "partition-leader"   // the leader alone on one side
 	isolateFollower = "partition-minority" // a follower alone on one side
 	bridge          = "partition-bridge"   // the link leader-follower cut, the third node sees both
+	churn           = "churn"              // POST /v1/leave, stop; hold; a fresh node (new id, empty data) joins
+	crashSnapshot   = "crash-snapshot"     // SIGKILL inside a snapshot, hold, restart
+	crashCompaction = "crash-compaction"   // SIGKILL inside the Raft log's compaction, hold, restart
 )
 
-var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge}
+var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge, churn, crashSnapshot, crashCompaction}
 
 // holds is how long each kind of fault lasts, from..to.
 type holds map[string][2]time.Duration
@@ -37,12 +40,16 @@ var shortHolds = holds{
 	kill9: {time.Second, 3 * time.Second}, pause: {time.Second, 4 * time.Second},
 	isolateLeader: {2 * time.Second, 4 * time.Second}, isolateFollower: {2 * time.Second, 4 * time.Second},
 	bridge: {2 * time.Second, 4 * time.Second},
+	churn:  {500 * time.Millisecond, 2 * time.Second}, crashSnapshot: {time.Second, 2 * time.Second},
+	crashCompaction: {time.Second, 2 * time.Second},
 }
 
 var longHolds = holds{
 	kill9: {time.Second, 10 * time.Second}, pause: {time.Second, 20 * time.Second},
 	isolateLeader: {2 * time.Second, 15 * time.Second}, isolateFollower: {2 * time.Second, 15 * time.Second},
 	bridge: {2 * time.Second, 15 * time.Second},
+	churn:  {time.Second, 10 * time.Second}, crashSnapshot: {time.Second, 10 * time.Second},
+	crashCompaction: {time.Second, 10 * time.Second},
 }
 
 // recoveryLimit bounds how long the cluster and the workload may take to
@@ -53,6 +60,7 @@ type fault struct {
 	kind      string
 	target    int
 	other     int // the far end of a bridge's cut link
+	joined    int // churn: the fresh node that replaced target
 	wasLeader bool
 	hold      time.Duration
 	// failover: from the fault to every producer and reader progressing
@@ -99,7 +107,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	c := startCluster(t, 3)
-	w := newWorkload(t, c.kafkaAddrs())
+	w := newWorkload(t, c.kafkaAddrs(), c.dir)
 	w.start()
 	if err := pollUntil(recoveryLimit, func() error { return w.progressed(time.Time{}) }); err != nil {
 		t.Fatalf("workload never got going: %v", err)
@@ -109,6 +117,7 @@ func TestChaos(t *testing.T) {
 	order := append([]string(nil), kinds...)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	var done []fault
+faults:
 	for i := range n {
 		kind := order[i%len(order)]
 		if *faultsFlag != 0 {
@@ -135,17 +144,42 @@ func TestChaos(t *testing.T) {
 		if kind == isolateFollower {
 			f.wasLeader = false
 		}
+		holdFrom := start
 		switch kind {
-		case kill9, pause:
+		case kill9, pause, churn, crashSnapshot, crashCompaction:
 			f.target = pickFollower()
 			if f.wasLeader {
 				f.target = leader
 			}
-			if kind == kill9 {
-				c.node(f.target).kill9()
-			} else if err := c.node(f.target).pause(); err != nil {
+		}
+		switch kind {
+		case kill9:
+			c.node(f.target).kill9()
+		case pause:
+			if err := c.node(f.target).pause(); err != nil {
 				t.Fatal(err)
 			}
+		case churn:
+			if err := c.leave(f.target); err != nil {
+				t.Errorf("fault %d (churn of node %d, leader %d): %v", i, f.target, leader, err)
+				break faults
+			}
+			// The hold is the time the cluster runs on two nodes.
+			holdFrom = time.Now()
+			t.Logf("fault %d: node %d left and stopped after %v", i, f.target, holdFrom.Sub(start).Round(time.Millisecond))
+		case crashSnapshot, crashCompaction:
+			ws := snapshotWindows
+			if kind == crashCompaction {
+				ws = compactionWindows
+			}
+			win := ws[rng.Intn(len(ws))]
+			left, err := c.crashIn(c.node(f.target), win, 30*time.Second)
+			if err != nil {
+				t.Errorf("fault %d (%s node %d): %v", i, kind, f.target, err)
+				break faults
+			}
+			t.Logf("fault %d: node %d killed %v after the first snapshot request, at %q; %s", i, f.target,
+				time.Since(start).Round(time.Millisecond), win.name, left)
 		case isolateLeader:
 			f.target = leader
 			c.nw.Isolate(leader, c.ids())
@@ -162,7 +196,7 @@ func TestChaos(t *testing.T) {
 		// faulty node (a majority is always left).
 		var waiting, lastWaiting error
 		elected := time.Duration(-1) // until the majority side names a new leader
-		for until := start.Add(hold); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+		for until := holdFrom.Add(hold); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
 			if f.failover < 0 {
 				if waiting = w.progressed(start); waiting == nil {
 					f.failover = time.Since(start)
@@ -186,8 +220,14 @@ func TestChaos(t *testing.T) {
 		}
 
 		switch kind {
-		case kill9:
+		case kill9, crashSnapshot, crashCompaction:
 			c.node(f.target).start()
+		case churn:
+			ids := c.ids()
+			via := ids[rng.Intn(len(ids))]
+			f.joined = c.joinFresh(via).id
+			w.setSeeds(c.bootstrapList())
+			t.Logf("fault %d: fresh node %d joins through node %d", i, f.joined, via)
 		case pause:
 			if err := c.node(f.target).resume(); err != nil {
 				t.Fatal(err)
@@ -223,6 +263,19 @@ func TestChaos(t *testing.T) {
 			break
 		}
 		f.formed = formed
+		if kind == crashSnapshot {
+			if left := unfinishedSnapshots(c.node(f.target).dataDir); len(left) > 0 {
+				t.Errorf("fault %d: node %d restarted and kept the snapshot the kill left unfinished: %v", i, f.target, left)
+			}
+		}
+		if kind == churn {
+			// A client configured before the churn names the node that
+			// left: it must get through the others.
+			if err := c.clientsReach(30 * time.Second); err != nil {
+				t.Errorf("fault %d (churn): a client with bootstrap list %v: %v", i, c.bootstrapList(), err)
+				break
+			}
+		}
 		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %v)", i,
 			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), f.failover.Round(time.Millisecond))
 		done = append(done, f)
@@ -255,6 +308,25 @@ func TestChaos(t *testing.T) {
 		}
 		t.Errorf("anomaly %s", a)
 	}
+	// A graceful leave hands leadership over first: no member may lose
+	// its partitions to it. The one loss franz-go brings on itself is
+	// told apart: its client dialled a node that had left (its broker list
+	// is as old as its last metadata refresh, and it asks one broker, at
+	// random, for a moved coordinator).
+	w.mu.Lock()
+	for i, f := range done {
+		if f.kind != churn {
+			continue
+		}
+		for _, why := range w.lostWhy[int64(i)] {
+			if gone := c.departedIn(why); gone != 0 {
+				t.Logf("fault %d (churn of node %d, the leader: %v): a group member lost its partitions after its client dialled node %d, which had left: %s", i, f.target, f.wasLeader, gone, why)
+				continue
+			}
+			t.Errorf("fault %d (churn of node %d, the leader: %v): a group member lost its partitions: %s", i, f.target, f.wasLeader, why)
+		}
+	}
+	w.mu.Unlock()
 	report := summarize(w, done, anomalies, c.nw.Unknown())
 	t.Log("\n" + report)
 	fmt.Println(report)

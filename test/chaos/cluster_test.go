@@ -30,15 +30,24 @@ var nodeFlags = []string{
 	"--raft-heartbeat-timeout", "500ms",
 	"--raft-election-timeout", "500ms",
 	"--group-initial-rebalance-delay", "1s",
+	// Few entries kept after a snapshot, so that every snapshot compacts
+	// the log (crash-compaction) and a node back from a fault often
+	// catches up by an installed snapshot rather than the log.
+	"--raft-trailing-logs", "256",
+	// Small Raft log segments (about two seconds of the workload each),
+	// so that a compaction deletes segment files.
+	"--raft-log-segment-bytes", "65536",
 }
 
 type cluster struct {
 	t     *testing.T
 	bin   string
 	nw    *Network
-	nodes []*node // node i+1 at index i
+	nodes []*node // the members, by node id (churn replaces them)
+	gone  []*node // nodes that left the cluster (churn)
 	dir   string  // data and logs, kept when the test fails
 	http  *http.Client
+	used  map[string]bool // addresses handed out
 }
 
 type node struct {
@@ -60,36 +69,21 @@ type node struct {
 // startCluster starts n nodes and waits until they form a cluster.
 func startCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: kgateBinary(t), nw: NewNetwork(), http: &http.Client{Timeout: 2 * time.Second}}
+	c := &cluster{t: t, bin: kgateBinary(t), nw: NewNetwork(), http: &http.Client{Timeout: 2 * time.Second}, used: map[string]bool{}}
 	dir, err := os.MkdirTemp("", "kgate-chaos-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.dir = dir
-	used := map[string]bool{}
 	for i := 1; i <= n; i++ {
-		nd := &node{c: c, id: i, dataDir: filepath.Join(dir, fmt.Sprintf("node%d", i)),
-			logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
-		nd.kafka, nd.raft, nd.gossip, nd.admin = freeAddr(t, used), freeAddr(t, used), freeAddr(t, used), freeAddr(t, used)
-		if nd.raftProxy, err = c.nw.Listen(i, nd.raft, false); err != nil {
-			t.Fatal(err)
-		}
-		if nd.gossipProxy, err = c.nw.Listen(i, nd.gossip, true); err != nil {
-			t.Fatal(err)
-		}
-		c.nodes = append(c.nodes, nd)
+		c.nodes = append(c.nodes, c.newNode(i))
 	}
 	var seeds []string
 	for _, nd := range c.nodes {
 		seeds = append(seeds, nd.gossipProxy.Addr)
 	}
 	for _, nd := range c.nodes {
-		nd.args = []string{"serve", "--node-id", strconv.Itoa(nd.id), "--data-dir", nd.dataDir,
-			"--kafka-addr", nd.kafka, "--admin-addr", nd.admin,
-			"--raft-addr", nd.raft, "--advertise-raft-addr", nd.raftProxy.Addr,
-			"--gossip-addr", nd.gossip, "--advertise-gossip-addr", nd.gossipProxy.Addr,
-			"--bootstrap-expect", strconv.Itoa(n), "--join", strings.Join(seeds, ",")}
-		nd.args = append(nd.args, nodeFlags...)
+		nd.args = append(nd.args, "--bootstrap-expect", strconv.Itoa(n), "--join", strings.Join(seeds, ","))
 	}
 	t.Cleanup(c.cleanup)
 	for _, nd := range c.nodes {
@@ -101,8 +95,30 @@ func startCluster(t *testing.T, n int) *cluster {
 	return c
 }
 
+// newNode allocates node id's addresses, proxies and arguments (without
+// --join or --bootstrap-expect) and a data directory of its own.
+func (c *cluster) newNode(id int) *node {
+	t := c.t
+	nd := &node{c: c, id: id, dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", id)),
+		logPath: filepath.Join(c.dir, fmt.Sprintf("node%d.log", id))}
+	nd.kafka, nd.raft, nd.gossip, nd.admin = freeAddr(t, c.used), freeAddr(t, c.used), freeAddr(t, c.used), freeAddr(t, c.used)
+	var err error
+	if nd.raftProxy, err = c.nw.Listen(id, nd.raft, false); err != nil {
+		t.Fatal(err)
+	}
+	if nd.gossipProxy, err = c.nw.Listen(id, nd.gossip, true); err != nil {
+		t.Fatal(err)
+	}
+	nd.args = []string{"serve", "--node-id", strconv.Itoa(nd.id), "--data-dir", nd.dataDir,
+		"--kafka-addr", nd.kafka, "--admin-addr", nd.admin,
+		"--raft-addr", nd.raft, "--advertise-raft-addr", nd.raftProxy.Addr,
+		"--gossip-addr", nd.gossip, "--advertise-gossip-addr", nd.gossipProxy.Addr}
+	nd.args = append(nd.args, nodeFlags...)
+	return nd
+}
+
 func (c *cluster) cleanup() {
-	for _, nd := range c.nodes {
+	for _, nd := range c.all() {
 		nd.mu.Lock()
 		cmd, paused := nd.cmd, nd.paused
 		nd.mu.Unlock()
@@ -119,7 +135,7 @@ func (c *cluster) cleanup() {
 	}
 	c.nw.Close()
 	if c.t.Failed() || os.Getenv("KGATE_CHAOS_LOGS") != "" {
-		for _, nd := range c.nodes {
+		for _, nd := range c.all() {
 			c.t.Logf("node %d log (%s), last lines:\n%s", nd.id, nd.logPath, tailFile(nd.logPath, 60))
 		}
 		c.t.Logf("the nodes' data and logs are kept in %s", c.dir)
@@ -144,7 +160,19 @@ func (c *cluster) kafkaAddrs() []string {
 	return out
 }
 
-func (c *cluster) node(id int) *node { return c.nodes[id-1] }
+// node is the member with node id id.
+func (c *cluster) node(id int) *node {
+	for _, nd := range c.nodes {
+		if nd.id == id {
+			return nd
+		}
+	}
+	c.t.Fatalf("no node %d in the cluster (members %v)", id, c.ids())
+	return nil
+}
+
+// all is every node started, members and those that left.
+func (c *cluster) all() []*node { return append(append([]*node(nil), c.nodes...), c.gone...) }
 
 func (nd *node) start() {
 	t := nd.c.t
@@ -204,7 +232,7 @@ func (nd *node) kill9() {
 // died says which nodes exited when nobody killed them ("" if none).
 func (c *cluster) died() string {
 	var out []string
-	for _, nd := range c.nodes {
+	for _, nd := range c.all() {
 		nd.mu.Lock()
 		if nd.died != "" {
 			out = append(out, nd.died)

@@ -56,6 +56,17 @@ func (nw *Network) SetProcess(node, pid int) {
 	nw.pids[pid] = node
 }
 
+// Forget drops node's process (it left the cluster for good).
+func (nw *Network) Forget(node int) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	for p, n := range nw.pids {
+		if n == node {
+			delete(nw.pids, p)
+		}
+	}
+}
+
 // Cut cuts the links between a and b both ways and closes their open
 // connections; it returns once no byte passes between them any more.
 func (nw *Network) Cut(a, b int) {

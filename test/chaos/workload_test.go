@@ -5,6 +5,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,9 +30,10 @@ const (
 // workload is the producers, the group members, the assign() reader and
 // the committed-offset observer, all recording into one History.
 type workload struct {
-	t     *testing.T
-	h     *History
-	seeds []string
+	t      *testing.T
+	h      *History
+	seeds  []string // guarded by mu
+	logDir string   // the group members' client logs go here (kept with the nodes' on a failure)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -47,14 +50,15 @@ type workload struct {
 	lost     atomic.Int64                // partitions lost by group members (OnPartitionsLost)
 	faultNow atomic.Int64                // index of the fault in progress, for lostBy
 	mu       sync.Mutex
-	lostBy   map[int64]int // fault index -> members that lost partitions during it
+	lostBy   map[int64]int      // fault index -> members that lost partitions during it
+	lostWhy  map[int64][]string // fault index -> the group error franz-go logged last before each loss
 	members  []*kgo.Client
 }
 
-func newWorkload(t *testing.T, seeds []string) *workload {
+func newWorkload(t *testing.T, seeds []string, logDir string) *workload {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &workload{t: t, h: &History{}, seeds: seeds, ctx: ctx, cancel: cancel,
-		stopP: make(chan struct{}), lostBy: map[int64]int{}}
+	w := &workload{t: t, h: &History{}, seeds: seeds, logDir: logDir, ctx: ctx, cancel: cancel,
+		stopP: make(chan struct{}), lostBy: map[int64]int{}, lostWhy: map[int64][]string{}}
 	w.faultNow.Store(-1)
 	t.Cleanup(func() {
 		w.cancel()
@@ -65,11 +69,22 @@ func newWorkload(t *testing.T, seeds []string) *workload {
 
 func (w *workload) client(opts ...kgo.Opt) *kgo.Client {
 	w.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.seeds...)}, opts...)...)
+	w.mu.Lock()
+	seeds := w.seeds
+	w.mu.Unlock()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return cl
+}
+
+// setSeeds sets the bootstrap list of clients made from now on (those
+// running keep theirs, which may name nodes that left).
+func (w *workload) setSeeds(seeds []string) {
+	w.mu.Lock()
+	w.seeds = seeds
+	w.mu.Unlock()
 }
 
 func (w *workload) createTopic() {
@@ -106,7 +121,14 @@ func (w *workload) start() {
 func (w *workload) produce(i int) {
 	defer w.prodWG.Done()
 	name := fmt.Sprintf("p%d", i)
-	cl := w.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	logf, err := os.Create(filepath.Join(w.logDir, "client-"+name+".log"))
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	defer logf.Close()
+	cl := w.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.WithLogger(kgo.BasicLogger(logf, kgo.LogLevelWarn, func() string { return time.Now().Format("15:04:05.000 ") })))
 	defer cl.Close()
 	tick := time.NewTicker(produceEvery)
 	defer tick.Stop()
@@ -140,9 +162,19 @@ func (w *workload) produce(i int) {
 func (w *workload) consumeGroup(i int) {
 	defer w.readWG.Done()
 	name := fmt.Sprintf("c%d", i)
+	// franz-go's own account of the member's session (heartbeat and
+	// join errors, partitions lost) explains a member the group lost.
+	logf, err := os.Create(filepath.Join(w.logDir, "client-"+name+".log"))
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	defer logf.Close()
+	mlog := &memberLog{Logger: kgo.BasicLogger(logf, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })}
 	var epoch atomic.Int64
 	newEpoch := func(context.Context, *kgo.Client, map[string][]int32) { epoch.Add(1) }
 	cl := w.client(
+		kgo.WithLogger(mlog),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(10*time.Second),
@@ -152,6 +184,7 @@ func (w *workload) consumeGroup(i int) {
 			w.lost.Add(1)
 			w.mu.Lock()
 			w.lostBy[w.faultNow.Load()]++
+			w.lostWhy[w.faultNow.Load()] = append(w.lostWhy[w.faultNow.Load()], name+": "+mlog.lastGroupErr())
 			w.mu.Unlock()
 		}),
 	)
@@ -175,6 +208,35 @@ func (w *workload) consumeGroup(i int) {
 		}
 		cl.AllowRebalance()
 	}
+}
+
+// memberLog is a group member's franz-go log that also remembers the last
+// group error (a heartbeat, join or sync that failed), which says why the
+// member then loses its partitions.
+type memberLog struct {
+	kgo.Logger
+	mu   sync.Mutex
+	last string
+}
+
+func (l *memberLog) Log(level kgo.LogLevel, msg string, kv ...any) {
+	if msg == "heartbeat errored" || msg == "group manage loop errored" {
+		l.mu.Lock()
+		if l.last == "" || msg == "heartbeat errored" {
+			l.last = fmt.Sprintf("%s: %v", msg, kv)
+		}
+		l.mu.Unlock()
+	}
+	l.Logger.Log(level, msg, kv...)
+}
+
+// lastGroupErr returns the last group error and forgets it.
+func (l *memberLog) lastGroupErr() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.last
+	l.last = ""
+	return s
 }
 
 // readAssigned reads every partition from its start with assign().
