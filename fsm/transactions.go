@@ -553,6 +553,10 @@ func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
 func (p *Partition) writeMarker(marker []byte, producerID int64, epoch int16, commit bool, now int64) error {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
+	return p.writeMarkerLocked(marker, producerID, epoch, commit, now)
+}
+
+func (p *Partition) writeMarkerLocked(marker []byte, producerID int64, epoch int16, commit bool, now int64) error {
 	base, err := p.Log.Append(marker, 0, now)
 	if err != nil {
 		return err
@@ -831,4 +835,92 @@ func decodeTxns(d *dec) *txnMeta {
 		m.parts[tp] = pt
 	}
 	return m
+}
+
+// TxnMarker is one marker of a WriteTxnMarkers command: the producer, its
+// epoch, commit or abort, and the partitions to write it into.
+type TxnMarker struct {
+	ProducerID       int64
+	Epoch            int16
+	Commit           bool
+	CoordinatorEpoch int32 // carried as Kafka's marker record carries it; kgate keeps none to check it against
+	Partitions       []TopicPartition
+}
+
+// WriteTxnMarkers writes transaction markers into partitions on an
+// administrator's request (Kafka's WriteTxnMarkers, which kafka-transactions
+// abort sends to the partition leader), outside the coordinator: the
+// transactional id's state is not touched, as in Kafka, where the
+// coordinator's own markers go through the same API. NowMs is the leader's
+// time, the markers' timestamp.
+type WriteTxnMarkers struct {
+	NowMs   int64
+	Markers []TxnMarker
+}
+
+func (*WriteTxnMarkers) Kind() Kind { return KindWriteTxnMarkers }
+func (c *WriteTxnMarkers) encode(e *enc) {
+	e.i64(c.NowMs)
+	e.uvar(uint64(len(c.Markers)))
+	for _, m := range c.Markers {
+		e.i64(m.ProducerID)
+		e.i16(m.Epoch)
+		e.bool(m.Commit)
+		e.i32(m.CoordinatorEpoch)
+		e.uvar(uint64(len(m.Partitions)))
+		for _, tp := range m.Partitions {
+			e.str(tp.Topic)
+			e.i32(tp.Partition)
+		}
+	}
+}
+
+func decodeWriteTxnMarkers(d *dec) *WriteTxnMarkers {
+	c := &WriteTxnMarkers{NowMs: d.i64()}
+	n := d.count(16)
+	for i := 0; i < n && d.err == nil; i++ {
+		m := TxnMarker{ProducerID: d.i64(), Epoch: d.i16(), Commit: d.bool(), CoordinatorEpoch: d.i32()}
+		np := d.count(5)
+		for j := 0; j < np && d.err == nil; j++ {
+			m.Partitions = append(m.Partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
+		}
+		c.Markers = append(c.Markers, m)
+	}
+	return c
+}
+
+// applyWriteTxnMarkers answers a code per partition, markers in order and
+// each marker's partitions in order, as Kafka's broker does: NONE when the
+// marker is written (also for a producer with no open transaction there, or
+// none known at all), UNKNOWN_TOPIC_OR_PARTITION, or INVALID_PRODUCER_EPOCH
+// when the partition has seen a newer epoch of the producer.
+func (f *FSM) applyWriteTxnMarkers(c *WriteTxnMarkers) any {
+	r := &TxnResult{}
+	for _, m := range c.Markers {
+		marker := markerBatch(m.ProducerID, m.Epoch, m.Commit, c.NowMs)
+		for _, tp := range m.Partitions {
+			p := f.Partition(tp.Topic, tp.Partition)
+			if p == nil {
+				r.Codes = append(r.Codes, ErrUnknownTopicOrPartition)
+				continue
+			}
+			code, err := p.writeMarkerChecked(marker, m.ProducerID, m.Epoch, m.Commit, c.NowMs)
+			if err != nil {
+				return ioFailure(fmt.Sprintf("transaction marker in %s/%d", tp.Topic, tp.Partition), err)
+			}
+			r.Codes = append(r.Codes, code)
+		}
+	}
+	return r
+}
+
+// writeMarkerChecked writes a marker unless the partition has seen a newer
+// epoch of the producer (Kafka's ProducerAppendInfo check of a marker).
+func (p *Partition) writeMarkerChecked(marker []byte, producerID int64, epoch int16, commit bool, now int64) (int16, error) {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	if ps := p.producers[producerID]; ps != nil && epoch < ps.epoch {
+		return ErrInvalidProducerEpoch, nil
+	}
+	return ErrNone, p.writeMarkerLocked(marker, producerID, epoch, commit, now)
 }

@@ -22,8 +22,8 @@ type ProducerState struct {
 	TxnStart      int64 // first offset of its open transaction; -1 when none
 }
 
-// DescribeProducers reports the idempotence state the partition's leader
-// keeps and the start of each producer's open transaction (there is no
+// DescribeProducers reports the idempotence state the partition's replica
+// here keeps and the start of each producer's open transaction (there is no
 // coordinator epoch: -1). A backend without such state (Iggy) has no
 // producers to report.
 func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
@@ -52,9 +52,13 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !known:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case leader != self:
+			case pd == nil && leader != self:
 				rp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case pd != nil:
+				// Every voter holds a replica of the partition's producer
+				// state, and Kafka answers from any replica's log: so does
+				// every node here (kafka-transactions find-hanging
+				// --broker-id asks each broker about its replicas).
 				states, err := pd.Producers(t.Topic, p)
 				rp.ErrorCode = ErrorCode(err)
 				for _, st := range states {
