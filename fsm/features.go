@@ -48,7 +48,8 @@ const (
 	LevelIdleExpiry Level = 7
 	// LevelTxnMarkers: WriteTxnMarkers (kind 48), markers an administrator
 	// writes into partitions outside the coordinator (kafka-transactions
-	// abort).
+	// abort), and the snapshot section of the coordinator epochs they leave
+	// on producers.
 	LevelTxnMarkers Level = 8
 
 	// LatestLevel is the highest level this binary can apply. Raise it

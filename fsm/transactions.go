@@ -16,16 +16,17 @@ import (
 
 // Kafka error codes of the transaction APIs.
 const (
-	ErrInvalidTxnState           int16 = 48
-	ErrInvalidProducerIDMapping  int16 = 49
-	ErrConcurrentTransactions    int16 = 51
-	ErrOperationNotAttempted     int16 = 55
-	ErrProducerFenced            int16 = 90
-	ErrTransactionalIDNotFound   int16 = 105
-	ErrInvalidTransactionTimeout int16 = 50
-	noProducerEpoch              int16 = -1
-	noProducerID                 int64 = -1
-	exhaustedEpoch                     = math.MaxInt16 - 1
+	ErrInvalidTxnState              int16 = 48
+	ErrInvalidProducerIDMapping     int16 = 49
+	ErrConcurrentTransactions       int16 = 51
+	ErrTransactionCoordinatorFenced int16 = 52
+	ErrOperationNotAttempted        int16 = 55
+	ErrProducerFenced               int16 = 90
+	ErrTransactionalIDNotFound      int16 = 105
+	ErrInvalidTransactionTimeout    int16 = 50
+	noProducerEpoch                 int16 = -1
+	noProducerID                    int64 = -1
+	exhaustedEpoch                        = math.MaxInt16 - 1
 )
 
 // TxnState is a transaction's state, named as Kafka names it.
@@ -513,7 +514,7 @@ func (f *FSM) applyExpireTxnIDs(c *ExpireTxnIDs) any {
 // partition of the transaction, commits its staged offsets when it
 // commits, and completes it. It returns a stop error on local I/O failure.
 func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
-	marker := markerBatch(t.producerID, t.epoch, commit, now)
+	marker := markerBatch(t.producerID, t.epoch, commit, now, 0)
 	for _, tp := range t.partitions {
 		tt := f.topics[tp.Topic]
 		if tt == nil || int(tp.Partition) >= len(tt.Partitions) {
@@ -843,7 +844,7 @@ type TxnMarker struct {
 	ProducerID       int64
 	Epoch            int16
 	Commit           bool
-	CoordinatorEpoch int32 // carried as Kafka's marker record carries it; kgate keeps none to check it against
+	CoordinatorEpoch int32 // in the marker record, and kept per producer to fence older ones
 	Partitions       []TopicPartition
 }
 
@@ -892,19 +893,21 @@ func decodeWriteTxnMarkers(d *dec) *WriteTxnMarkers {
 // applyWriteTxnMarkers answers a code per partition, markers in order and
 // each marker's partitions in order, as Kafka's broker does: NONE when the
 // marker is written (also for a producer with no open transaction there, or
-// none known at all), UNKNOWN_TOPIC_OR_PARTITION, or INVALID_PRODUCER_EPOCH
-// when the partition has seen a newer epoch of the producer.
+// none known at all), UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH
+// when the partition has seen a newer epoch of the producer, or
+// TRANSACTION_COORDINATOR_FENCED when an earlier marker for it here carried
+// a newer coordinator epoch.
 func (f *FSM) applyWriteTxnMarkers(c *WriteTxnMarkers) any {
 	r := &TxnResult{}
 	for _, m := range c.Markers {
-		marker := markerBatch(m.ProducerID, m.Epoch, m.Commit, c.NowMs)
+		marker := markerBatch(m.ProducerID, m.Epoch, m.Commit, c.NowMs, m.CoordinatorEpoch)
 		for _, tp := range m.Partitions {
 			p := f.Partition(tp.Topic, tp.Partition)
 			if p == nil {
 				r.Codes = append(r.Codes, ErrUnknownTopicOrPartition)
 				continue
 			}
-			code, err := p.writeMarkerChecked(marker, m.ProducerID, m.Epoch, m.Commit, c.NowMs)
+			code, err := p.writeMarkerChecked(marker, &m, c.NowMs)
 			if err != nil {
 				return ioFailure(fmt.Sprintf("transaction marker in %s/%d", tp.Topic, tp.Partition), err)
 			}
@@ -914,13 +917,84 @@ func (f *FSM) applyWriteTxnMarkers(c *WriteTxnMarkers) any {
 	return r
 }
 
-// writeMarkerChecked writes a marker unless the partition has seen a newer
-// epoch of the producer (Kafka's ProducerAppendInfo check of a marker).
-func (p *Partition) writeMarkerChecked(marker []byte, producerID int64, epoch int16, commit bool, now int64) (int16, error) {
+// writeMarkerChecked writes an administrator's marker unless the partition
+// has seen a newer epoch of the producer, or a newer coordinator epoch in an
+// earlier such marker (Kafka's ProducerAppendInfo checks of a marker, in
+// that order), and keeps its coordinator epoch. A producer the partition
+// has no state of gets none (Kafka would add one).
+func (p *Partition) writeMarkerChecked(marker []byte, m *TxnMarker, now int64) (int16, error) {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
-	if ps := p.producers[producerID]; ps != nil && epoch < ps.epoch {
+	ps := p.producers[m.ProducerID]
+	switch {
+	case ps != nil && m.Epoch < ps.epoch:
 		return ErrInvalidProducerEpoch, nil
+	case ps != nil && ps.hasCoordEpoch && m.CoordinatorEpoch < ps.coordEpoch:
+		return ErrTransactionCoordinatorFenced, nil
 	}
-	return ErrNone, p.writeMarkerLocked(marker, producerID, epoch, commit, now)
+	if err := p.writeMarkerLocked(marker, m.ProducerID, m.Epoch, m.Commit, now); err != nil {
+		return ErrNone, err
+	}
+	if ps != nil {
+		ps.coordEpoch, ps.hasCoordEpoch = m.CoordinatorEpoch, true
+	}
+	return ErrNone, nil
+}
+
+// encodeCoordEpochsLocked writes the coordinator epochs WriteTxnMarkers
+// left on producers: every partition's, by topic, partition and producer.
+func (f *FSM) encodeCoordEpochsLocked(e *enc) {
+	type entry struct {
+		topic     string
+		partition int32
+		pid       int64
+		epoch     int32
+	}
+	var out []entry
+	for _, t := range f.sortedTopicsLocked() {
+		for _, p := range t.Partitions {
+			p.prodMu.Lock()
+			var pids []int64
+			for pid, ps := range p.producers {
+				if ps.hasCoordEpoch {
+					pids = append(pids, pid)
+				}
+			}
+			sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+			for _, pid := range pids {
+				out = append(out, entry{t.Name, p.Index, pid, p.producers[pid].coordEpoch})
+			}
+			p.prodMu.Unlock()
+		}
+	}
+	e.uvar(uint64(len(out)))
+	for _, x := range out {
+		e.str(x.topic)
+		e.i32(x.partition)
+		e.i64(x.pid)
+		e.i32(x.epoch)
+	}
+}
+
+// decodeCoordEpochs puts the coordinator epochs back on the producers the
+// snapshot's partitions already hold.
+func decodeCoordEpochs(d *dec, topics []metaTopic) {
+	byName := make(map[string]*metaTopic, len(topics))
+	for i := range topics {
+		byName[topics[i].name] = &topics[i]
+	}
+	n := d.count(17)
+	for i := 0; i < n && d.err == nil; i++ {
+		topic, partition, pid, epoch := d.str(), d.i32(), d.i64(), d.i32()
+		if d.err != nil {
+			return
+		}
+		t := byName[topic]
+		if t == nil || partition < 0 || int(partition) >= len(t.parts) || t.parts[partition].producers[pid] == nil {
+			d.err = fmt.Errorf("coordinator epoch of producer %d in %s/%d, which has no state of it", pid, topic, partition)
+			return
+		}
+		ps := t.parts[partition].producers[pid]
+		ps.coordEpoch, ps.hasCoordEpoch = epoch, true
+	}
 }

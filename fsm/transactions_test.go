@@ -631,6 +631,30 @@ func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
 	if r := h.produce(0, p.ProducerID, p.Epoch, 3, 1); r.Code != ErrInvalidProducerEpoch {
 		t.Fatalf("batch of the fenced epoch: %+v", r)
 	}
+	// A marker's coordinator epoch is kept: DescribeProducers shows it, and
+	// a marker with an older one is refused (TRANSACTION_COORDINATOR_FENCED).
+	if ps := part.Producers(); ps[0].CoordinatorEpoch != 0 {
+		t.Fatalf("coordinator epoch %d after markers with 0", ps[0].CoordinatorEpoch)
+	}
+	withCoord := func(coord int32) *TxnResult {
+		return h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: p.ProducerID, Epoch: p.Epoch + 1,
+			CoordinatorEpoch: coord, Partitions: []TopicPartition{{"t", 0}}}}})
+	}
+	if r := withCoord(5); r.Codes[0] != ErrNone {
+		t.Fatalf("marker with coordinator epoch 5: %+v", r)
+	}
+	if ps := part.Producers(); ps[0].CoordinatorEpoch != 5 {
+		t.Fatalf("coordinator epoch %d, want 5", ps[0].CoordinatorEpoch)
+	}
+	if r := withCoord(4); r.Codes[0] != ErrTransactionCoordinatorFenced {
+		t.Fatalf("marker with an older coordinator epoch: %+v, want TRANSACTION_COORDINATOR_FENCED", r)
+	}
+	if hw := part.Log.Next(); hw != 8 {
+		t.Fatalf("HW %d, want 8: the fenced marker is not written", hw)
+	}
+	if v := markerCoordinatorEpoch(t, part, 7); v != 5 {
+		t.Fatalf("the marker's record carries coordinator epoch %d, want 5", v)
+	}
 
 	// The state survives a snapshot.
 	snap := snapshotBytes(t, h.f)
@@ -644,6 +668,32 @@ func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
 	if got, want := dst.Partition("t", 0).AbortedTxns(0, 10), part.AbortedTxns(0, 10); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored aborted %+v, want %+v", got, want)
 	}
+	if got, want := dst.Partition("t", 0).Producers(), part.Producers(); !reflect.DeepEqual(got, want) || got[0].CoordinatorEpoch != 5 {
+		t.Fatalf("restored producers %+v, want %+v", got, want)
+	}
+}
+
+// markerCoordinatorEpoch reads the coordinator epoch in the value of the
+// marker at offset.
+func markerCoordinatorEpoch(t *testing.T, p *Partition, offset int64) int32 {
+	t.Helper()
+	data, err := p.Log.Read(offset, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(data); err != nil {
+		t.Fatal(err)
+	}
+	var r kmsg.Record
+	if err := r.ReadFrom(b.Records); err != nil {
+		t.Fatal(err)
+	}
+	var v kmsg.EndTxnMarker
+	if err := v.ReadFrom(r.Value); err != nil {
+		t.Fatal(err)
+	}
+	return v.CoordinatorEpoch
 }
 
 // Below LevelTxnMarkers WriteTxnMarkers is refused before it is proposed,

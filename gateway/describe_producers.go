@@ -20,11 +20,14 @@ type ProducerState struct {
 	LastSequence  int32
 	LastTimestamp int64 // ms
 	TxnStart      int64 // first offset of its open transaction; -1 when none
+	// CoordinatorEpoch is that of the last WriteTxnMarkers marker for it
+	// in the partition; -1 when none (kgate's coordinator has no epoch).
+	CoordinatorEpoch int32
 }
 
 // DescribeProducers reports the idempotence state the partition's replica
-// here keeps and the start of each producer's open transaction (there is no
-// coordinator epoch: -1). A backend without such state (Iggy) has no
+// here keeps and the start of each producer's open transaction; the
+// coordinator epoch is -1 unless a WriteTxnMarkers marker set one. A backend without such state (Iggy) has no
 // producers to report.
 func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeProducersRequest)
@@ -63,7 +66,7 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch = st.ID, int32(st.Epoch)
 					ap.LastSequence, ap.LastTimestamp = st.LastSequence, st.LastTimestamp
-					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, st.TxnStart
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = st.CoordinatorEpoch, st.TxnStart
 					rp.ActiveProducers = append(rp.ActiveProducers, ap)
 				}
 			}

@@ -15,8 +15,10 @@ import (
 // (ALTER or CLUSTER_ACTION on the cluster); answered as Kafka's broker
 // answers it: NONE when written, also for a producer with no open
 // transaction in the partition, INVALID_PRODUCER_EPOCH when the partition
-// has seen a newer epoch of the producer, UNKNOWN_TOPIC_OR_PARTITION. The
-// markers of one request are one Raft entry.
+// has seen a newer epoch of the producer, TRANSACTION_COORDINATOR_FENCED
+// when an earlier marker for it there carried a newer coordinator epoch,
+// UNKNOWN_TOPIC_OR_PARTITION. The markers of one request are one Raft
+// entry.
 func (s *Server) handleWriteTxnMarkers(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)

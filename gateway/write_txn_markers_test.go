@@ -108,10 +108,39 @@ func TestWriteTxnMarkersAbortsOpenTransaction(t *testing.T) {
 	if code := produceTxn(t, c, "tx-w", "wm", txnBatch(t, pid, epoch, 2, "late", 1)); code != kerr.InvalidProducerEpoch.Code {
 		t.Fatalf("produce at the fenced epoch: %v", kerr.ErrorForCode(code))
 	}
+	// A marker's coordinator epoch is kept and shown; an older one is
+	// fenced.
+	withCoord := func(coord int32) string {
+		req := writeTxnMarker(pid, epoch+1, false, "wm", 0)
+		req.Markers[0].CoordinatorEpoch = coord
+		return markerCodes(c.do(req).(*kmsg.WriteTxnMarkersResponse))
+	}
+	if got := withCoord(3); got != "[wm/0=NONE]" {
+		t.Fatalf("marker with coordinator epoch 3: %s", got)
+	}
+	if ce := coordinatorEpoch(t, c, "wm", pid); ce != 3 {
+		t.Fatalf("DescribeProducers coordinator epoch %d, want 3", ce)
+	}
+	if got := withCoord(2); got != "[wm/0=TRANSACTION_COORDINATOR_FENCED]" {
+		t.Fatalf("marker with an older coordinator epoch: %s", got)
+	}
 	// An empty request gets an empty answer.
 	if r := c.do(kmsg.NewPtrWriteTxnMarkersRequest()).(*kmsg.WriteTxnMarkersResponse); len(r.Markers) != 0 {
 		t.Fatalf("empty request: %+v", r)
 	}
+}
+
+func coordinatorEpoch(t *testing.T, c *rawConn, topic string, pid int64) int32 {
+	t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	req.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	for _, ap := range c.do(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers {
+		if ap.ProducerID == pid {
+			return ap.CoordinatorEpoch
+		}
+	}
+	t.Fatalf("producer %d not in DescribeProducers", pid)
+	return 0
 }
 
 func listOffsetCommitted(t *testing.T, c *rawConn, topic string) int64 {

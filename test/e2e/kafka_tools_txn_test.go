@@ -101,13 +101,13 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader,
 	if !strings.Contains(out, "Ongoing") || !strings.Contains(out, "payments-0") {
 		t.Fatalf("kafka-transactions describe: want Ongoing with payments-0:\n%s", out)
 	}
-	checkOpenTxn(t, k, via, pid, "0")
+	checkOpenTxn(t, k, via, pid, "-1", "0")
 	findHanging()
 
 	// abort by start offset: the tool finds the producer in
 	// DescribeProducers and sends WriteTxnMarkers to the partition leader.
 	k.run(via, "kafka-transactions.sh", abortAt0...)
-	checkOpenTxn(t, k, via, pid, "None")
+	checkOpenTxn(t, k, via, pid, "0", "None")
 	if end := committedEnd(ctx, t, adm, topic); end != 2 {
 		t.Fatalf("read_committed end offset %d after the abort, want 2 (the record and the marker)", end)
 	}
@@ -116,11 +116,11 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader,
 	// and abort by producer id and epoch (the older brokers' form) closes
 	// that too.
 	produce("aborted-by-tool-2")
-	checkOpenTxn(t, k, via, pid, "2")
+	checkOpenTxn(t, k, via, pid, "0", "2")
 	k.exact = map[string]string{"2": strconv.FormatInt(pid, 10)}
 	k.run(via, "kafka-transactions.sh", abortPID...)
 	k.exact = nil
-	checkOpenTxn(t, k, via, pid, "None")
+	checkOpenTxn(t, k, via, pid, "0", "None")
 	// Nothing open at 0 any more.
 	if out, err := k.exec(via, "kafka-transactions.sh", abortAt0...); err == nil || !strings.Contains(out, noOpenAt0) {
 		t.Fatalf("abort of a closed transaction: exit %v, want %q:\n%s", err, noOpenAt0, out)
@@ -154,17 +154,18 @@ func checkNoHanging(t *testing.T, out, what string) {
 	}
 }
 
-// checkOpenTxn checks the producer's CurrentTransactionStartOffset in
+// checkOpenTxn checks the producer's LatestCoordinatorEpoch (-1 until an
+// abort's marker sets one) and CurrentTransactionStartOffset in
 // describe-producers.
-func checkOpenTxn(t *testing.T, k *kafkaTools, bootstrap string, pid int64, start string) {
+func checkOpenTxn(t *testing.T, k *kafkaTools, bootstrap string, pid int64, coord, start string) {
 	t.Helper()
 	out := k.run(bootstrap, "kafka-transactions.sh", "--bootstrap-server", docBootstrap,
 		"describe-producers", "--topic", "payments", "--partition", "0")
 	for _, line := range strings.Split(out, "\n") {
 		// ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
 		if f := strings.Fields(line); len(f) == 6 && f[0] == strconv.FormatInt(pid, 10) {
-			if f[5] != start {
-				t.Fatalf("describe-producers: transaction start %s, want %s:\n%s", f[5], start, out)
+			if f[2] != coord || f[5] != start {
+				t.Fatalf("describe-producers: coordinator epoch %s, transaction start %s, want %s and %s:\n%s", f[2], f[5], coord, start, out)
 			}
 			return
 		}
