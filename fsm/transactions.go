@@ -920,7 +920,7 @@ func (f *FSM) applyWriteTxnMarkers(c *WriteTxnMarkers) any {
 // writeMarkerChecked writes an administrator's marker unless the partition
 // has seen a newer epoch of the producer, or a newer coordinator epoch in an
 // earlier such marker (Kafka's ProducerAppendInfo checks of a marker, in
-// that order), and keeps its coordinator epoch. A producer the partition
+// that order), and keeps its coordinator epoch and time. A producer the partition
 // has no state of gets none (Kafka would add one).
 func (p *Partition) writeMarkerChecked(marker []byte, m *TxnMarker, now int64) (int16, error) {
 	p.prodMu.Lock()
@@ -936,7 +936,10 @@ func (p *Partition) writeMarkerChecked(marker []byte, m *TxnMarker, now int64) (
 		return ErrNone, err
 	}
 	if ps != nil {
-		ps.coordEpoch, ps.hasCoordEpoch = m.CoordinatorEpoch, true
+		// As Kafka's marker append: its time is the producer's last. Only
+		// here, not for the coordinator's own markers, which releases
+		// before this level apply without it.
+		ps.coordEpoch, ps.hasCoordEpoch, ps.lastTs = m.CoordinatorEpoch, true, now
 	}
 	return ErrNone, nil
 }

@@ -579,6 +579,7 @@ func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
 	abort := func(epoch int16, tps ...TopicPartition) *TxnResult {
 		return h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: p.ProducerID, Epoch: epoch, Partitions: tps}}})
 	}
+	h.now += 100 // the marker's time becomes the producer's last
 	r := abort(p.Epoch, TopicPartition{"t", 0}, TopicPartition{"nope", 0}, TopicPartition{"t", 9})
 	if r.Code != 0 || !reflect.DeepEqual(r.Codes, []int16{ErrNone, ErrUnknownTopicOrPartition, ErrUnknownTopicOrPartition}) {
 		t.Fatalf("abort: %+v", r)
@@ -590,8 +591,8 @@ func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
 	if got := part.AbortedTxns(0, 3); !reflect.DeepEqual(got, []AbortedTxn{{ProducerID: p.ProducerID, FirstOffset: 0, LastOffset: 2}}) {
 		t.Fatalf("aborted %+v", got)
 	}
-	if ps := part.Producers(); len(ps) != 1 || ps[0].TxnStart != -1 {
-		t.Fatalf("producers after the abort %+v, want no open transaction", ps)
+	if ps := part.Producers(); len(ps) != 1 || ps[0].TxnStart != -1 || ps[0].LastAppendMs != h.now {
+		t.Fatalf("producers after the abort %+v, want no open transaction, last time %d", ps, h.now)
 	}
 	// As Kafka: a marker for a producer with no open transaction in the
 	// partition, or none known at all, is written and answered NONE.
