@@ -920,8 +920,9 @@ func (f *FSM) applyWriteTxnMarkers(c *WriteTxnMarkers) any {
 // writeMarkerChecked writes an administrator's marker unless the partition
 // has seen a newer epoch of the producer, or a newer coordinator epoch in an
 // earlier such marker (Kafka's ProducerAppendInfo checks of a marker, in
-// that order), and keeps its coordinator epoch and time. A producer the partition
-// has no state of gets none (Kafka would add one).
+// that order), and keeps its coordinator epoch and time. A producer the
+// partition has no state of gets some, at the marker's epoch, as in Kafka:
+// DescribeProducers lists it, and its older epochs are refused.
 func (p *Partition) writeMarkerChecked(marker []byte, m *TxnMarker, now int64) (int16, error) {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
@@ -935,12 +936,15 @@ func (p *Partition) writeMarkerChecked(marker []byte, m *TxnMarker, now int64) (
 	if err := p.writeMarkerLocked(marker, m.ProducerID, m.Epoch, m.Commit, now); err != nil {
 		return ErrNone, err
 	}
-	if ps != nil {
-		// As Kafka's marker append: its time is the producer's last. Only
-		// here, not for the coordinator's own markers, which releases
-		// before this level apply without it.
-		ps.coordEpoch, ps.hasCoordEpoch, ps.lastTs = m.CoordinatorEpoch, true, now
+	if ps == nil {
+		p.evictProducers(now)
+		ps = &producerState{epoch: m.Epoch}
+		p.producers[m.ProducerID] = ps
 	}
+	// As Kafka's marker append: its time is the producer's last. Only here,
+	// not for the coordinator's own markers, which releases before this
+	// level apply without it.
+	ps.coordEpoch, ps.hasCoordEpoch, ps.lastTs = m.CoordinatorEpoch, true, now
 	return ErrNone, nil
 }
 

@@ -599,9 +599,14 @@ func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
 	if r := abort(p.Epoch, TopicPartition{"t", 0}); r.Code != 0 || r.Codes[0] != ErrNone {
 		t.Fatalf("second abort: %+v", r)
 	}
-	if r := h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: 999, Commit: true,
+	if r := h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: 999, Epoch: 3, Commit: true, CoordinatorEpoch: 2,
 		Partitions: []TopicPartition{{"t", 1}}}}}); r.Codes[0] != ErrNone {
 		t.Fatalf("marker for an unknown producer: %+v", r)
+	}
+	// As Kafka, the partition now has state of it, at the marker's epoch.
+	want := []ProducerInfo{{ID: 999, Epoch: 3, LastSequence: -1, LastAppendMs: h.now, TxnStart: -1, CoordinatorEpoch: 2}}
+	if ps := h.f.Partition("t", 1).Producers(); !reflect.DeepEqual(ps, want) {
+		t.Fatalf("producers after a marker for an unknown producer: %+v, want %+v", ps, want)
 	}
 	if hw := part.Log.Next(); hw != 4 {
 		t.Fatalf("HW %d, want two markers after the two records", hw)
