@@ -18,6 +18,11 @@ type producerState struct {
 	epoch  int16
 	lastTs int64         // NowMs of its last append
 	recent []batchRecord // oldest first, at most recentBatches
+	// coordEpoch is the coordinator epoch of the last WriteTxnMarkers
+	// marker for it here, when hasCoordEpoch (kgate's own markers carry
+	// none: its coordinator has no epoch).
+	coordEpoch    int32
+	hasCoordEpoch bool
 }
 
 type batchRecord struct {

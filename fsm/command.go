@@ -30,6 +30,7 @@ const (
 	KindExpireTxn        Kind = 45
 	KindExpireTxnIDs     Kind = 46
 	KindExpireProducers  Kind = 47 // append.go
+	KindWriteTxnMarkers  Kind = 48 // transactions.go
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -131,6 +132,8 @@ var commands = map[Kind]commandSpec{
 	KindExpireProducers: row("ExpireProducers", []Level{LevelIdleExpiry},
 		func(d *dec, _ uint8) *ExpireProducers { return &ExpireProducers{NowMs: d.i64(), ExpirationMs: d.i64()} },
 		(*FSM).applyExpireProducers),
+	KindWriteTxnMarkers: row("WriteTxnMarkers", []Level{LevelTxnMarkers}, v1(decodeWriteTxnMarkers),
+		(*FSM).applyWriteTxnMarkers),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

@@ -46,10 +46,15 @@ const (
 	// producer a partition has no state of is accepted at any sequence, as
 	// Kafka since 2.5 (below this level: UNKNOWN_PRODUCER_ID unless 0).
 	LevelIdleExpiry Level = 7
+	// LevelTxnMarkers: WriteTxnMarkers (kind 48), markers an administrator
+	// writes into partitions outside the coordinator (kafka-transactions
+	// abort), and the snapshot section of the coordinator epochs they leave
+	// on producers.
+	LevelTxnMarkers Level = 8
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelIdleExpiry
+	LatestLevel = LevelTxnMarkers
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

@@ -130,6 +130,13 @@ func randomTxnCommand(r *rand.Rand, k int, topic string, now int64) []byte {
 	case 10:
 		return Encode(&EndTxn{TxnProducer: p, Commit: r.IntN(2) == 0})
 	}
+	if r.IntN(4) == 0 {
+		// An administrator's marker: at a random (often stale or newer)
+		// epoch, often for a producer with no open transaction there.
+		return Encode(&WriteTxnMarkers{NowMs: now, Markers: []TxnMarker{{ProducerID: p.ProducerID, Epoch: p.Epoch,
+			Commit: r.IntN(2) == 0, CoordinatorEpoch: int32(r.IntN(3)) - 1,
+			Partitions: []TopicPartition{{topic, int32(r.IntN(3))}, {"nope", 0}}}}})
+	}
 	if r.IntN(3) == 0 {
 		return Encode(&ExpireProducers{NowMs: now, ExpirationMs: int64(r.IntN(3000))})
 	}
@@ -362,6 +369,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&RemoveMembers{Group: "g", MemberIDs: []string{"m"}, NowMs: 1, Guard: &RemovalGuard{Generation: AnyGeneration, AsOf: 9}}))
 	f.Add(Encode(&ExpireProducers{NowMs: 1_700_000_000_000, ExpirationMs: 86_400_000}))
 	f.Add(Encode(&ExpireTxnIDs{NowMs: 1_700_000_000_000, ExpirationMs: 604_800_000, IDs: []string{"tx-1", "tx-2"}}))
+	f.Add(Encode(&WriteTxnMarkers{NowMs: 1_700_000_000_000, Markers: []TxnMarker{
+		{ProducerID: 7, Epoch: 3, Commit: false, CoordinatorEpoch: 0, Partitions: []TopicPartition{{"t", 0}, {"t", 2}}},
+		{ProducerID: 8, Epoch: 0, Commit: true, CoordinatorEpoch: -1, Partitions: []TopicPartition{{"u", 1}}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

@@ -24,13 +24,14 @@ func transactionalBatch(data []byte) bool {
 // markerBatch encodes a transaction marker: a control batch of one record
 // whose key says COMMIT or ABORT, as Kafka's brokers write it. Every input
 // comes from the command, so every replica writes the same bytes.
-func markerBatch(producerID int64, epoch int16, commit bool, nowMs int64) []byte {
+func markerBatch(producerID int64, epoch int16, commit bool, nowMs int64, coordinatorEpoch int32) []byte {
 	key := kmsg.NewControlRecordKey()
 	key.Type = kmsg.ControlRecordKeyTypeAbort
 	if commit {
 		key.Type = kmsg.ControlRecordKeyTypeCommit
 	}
 	value := kmsg.NewEndTxnMarker()
+	value.CoordinatorEpoch = coordinatorEpoch
 	rec := kmsg.Record{Key: key.AppendTo(nil), Value: value.AppendTo(nil)}
 	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the zero length took one byte
 	recBytes := rec.AppendTo(nil)

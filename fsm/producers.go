@@ -10,6 +10,9 @@ type ProducerInfo struct {
 	LastSequence int32 // of its last batch; -1 if it has none in this epoch
 	LastAppendMs int64 // the leader's time stamped into its last append
 	TxnStart     int64 // first offset of its open transaction here; -1 when none
+	// CoordinatorEpoch is that of the last WriteTxnMarkers marker for it
+	// here; -1 when none.
+	CoordinatorEpoch int32
 }
 
 // Producers lists the partition's idempotent producers by id.
@@ -18,7 +21,10 @@ func (p *Partition) Producers() []ProducerInfo {
 	defer p.prodMu.Unlock()
 	out := make([]ProducerInfo, 0, len(p.producers))
 	for id, ps := range p.producers {
-		pi := ProducerInfo{ID: id, Epoch: ps.epoch, LastSequence: -1, LastAppendMs: ps.lastTs, TxnStart: -1}
+		pi := ProducerInfo{ID: id, Epoch: ps.epoch, LastSequence: -1, LastAppendMs: ps.lastTs, TxnStart: -1, CoordinatorEpoch: -1}
+		if ps.hasCoordEpoch {
+			pi.CoordinatorEpoch = ps.coordEpoch
+		}
 		if first, ok := p.ongoing[id]; ok {
 			pi.TxnStart = first
 		}

@@ -73,6 +73,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelTransactions {
 			f.encodeTxnsLocked(e)
 		}
+		if l >= LevelTxnMarkers {
+			f.encodeCoordEpochsLocked(e)
+		}
 	}
 }
 
@@ -164,6 +167,9 @@ func decodeMeta(d *dec) *meta {
 		}
 		if m.level >= LevelTransactions {
 			m.txns = decodeTxns(d)
+		}
+		if m.level >= LevelTxnMarkers {
+			decodeCoordEpochs(d, m.topics)
 		}
 	}
 	return m

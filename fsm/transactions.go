@@ -16,16 +16,17 @@ import (
 
 // Kafka error codes of the transaction APIs.
 const (
-	ErrInvalidTxnState           int16 = 48
-	ErrInvalidProducerIDMapping  int16 = 49
-	ErrConcurrentTransactions    int16 = 51
-	ErrOperationNotAttempted     int16 = 55
-	ErrProducerFenced            int16 = 90
-	ErrTransactionalIDNotFound   int16 = 105
-	ErrInvalidTransactionTimeout int16 = 50
-	noProducerEpoch              int16 = -1
-	noProducerID                 int64 = -1
-	exhaustedEpoch                     = math.MaxInt16 - 1
+	ErrInvalidTxnState              int16 = 48
+	ErrInvalidProducerIDMapping     int16 = 49
+	ErrConcurrentTransactions       int16 = 51
+	ErrTransactionCoordinatorFenced int16 = 52
+	ErrOperationNotAttempted        int16 = 55
+	ErrProducerFenced               int16 = 90
+	ErrTransactionalIDNotFound      int16 = 105
+	ErrInvalidTransactionTimeout    int16 = 50
+	noProducerEpoch                 int16 = -1
+	noProducerID                    int64 = -1
+	exhaustedEpoch                        = math.MaxInt16 - 1
 )
 
 // TxnState is a transaction's state, named as Kafka names it.
@@ -513,7 +514,7 @@ func (f *FSM) applyExpireTxnIDs(c *ExpireTxnIDs) any {
 // partition of the transaction, commits its staged offsets when it
 // commits, and completes it. It returns a stop error on local I/O failure.
 func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
-	marker := markerBatch(t.producerID, t.epoch, commit, now)
+	marker := markerBatch(t.producerID, t.epoch, commit, now, 0)
 	for _, tp := range t.partitions {
 		tt := f.topics[tp.Topic]
 		if tt == nil || int(tp.Partition) >= len(tt.Partitions) {
@@ -553,6 +554,10 @@ func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
 func (p *Partition) writeMarker(marker []byte, producerID int64, epoch int16, commit bool, now int64) error {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
+	return p.writeMarkerLocked(marker, producerID, epoch, commit, now)
+}
+
+func (p *Partition) writeMarkerLocked(marker []byte, producerID int64, epoch int16, commit bool, now int64) error {
 	base, err := p.Log.Append(marker, 0, now)
 	if err != nil {
 		return err
@@ -831,4 +836,172 @@ func decodeTxns(d *dec) *txnMeta {
 		m.parts[tp] = pt
 	}
 	return m
+}
+
+// TxnMarker is one marker of a WriteTxnMarkers command: the producer, its
+// epoch, commit or abort, and the partitions to write it into.
+type TxnMarker struct {
+	ProducerID       int64
+	Epoch            int16
+	Commit           bool
+	CoordinatorEpoch int32 // in the marker record, and kept per producer to fence older ones
+	Partitions       []TopicPartition
+}
+
+// WriteTxnMarkers writes transaction markers into partitions on an
+// administrator's request (Kafka's WriteTxnMarkers, which kafka-transactions
+// abort sends to the partition leader), outside the coordinator: the
+// transactional id's state is not touched, as in Kafka, where the
+// coordinator's own markers go through the same API. NowMs is the leader's
+// time, the markers' timestamp.
+type WriteTxnMarkers struct {
+	NowMs   int64
+	Markers []TxnMarker
+}
+
+func (*WriteTxnMarkers) Kind() Kind { return KindWriteTxnMarkers }
+func (c *WriteTxnMarkers) encode(e *enc) {
+	e.i64(c.NowMs)
+	e.uvar(uint64(len(c.Markers)))
+	for _, m := range c.Markers {
+		e.i64(m.ProducerID)
+		e.i16(m.Epoch)
+		e.bool(m.Commit)
+		e.i32(m.CoordinatorEpoch)
+		e.uvar(uint64(len(m.Partitions)))
+		for _, tp := range m.Partitions {
+			e.str(tp.Topic)
+			e.i32(tp.Partition)
+		}
+	}
+}
+
+func decodeWriteTxnMarkers(d *dec) *WriteTxnMarkers {
+	c := &WriteTxnMarkers{NowMs: d.i64()}
+	n := d.count(16)
+	for i := 0; i < n && d.err == nil; i++ {
+		m := TxnMarker{ProducerID: d.i64(), Epoch: d.i16(), Commit: d.bool(), CoordinatorEpoch: d.i32()}
+		np := d.count(5)
+		for j := 0; j < np && d.err == nil; j++ {
+			m.Partitions = append(m.Partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
+		}
+		c.Markers = append(c.Markers, m)
+	}
+	return c
+}
+
+// applyWriteTxnMarkers answers a code per partition, markers in order and
+// each marker's partitions in order, as Kafka's broker does: NONE when the
+// marker is written (also for a producer with no open transaction there, or
+// none known at all), UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH
+// when the partition has seen a newer epoch of the producer, or
+// TRANSACTION_COORDINATOR_FENCED when an earlier marker for it here carried
+// a newer coordinator epoch.
+func (f *FSM) applyWriteTxnMarkers(c *WriteTxnMarkers) any {
+	r := &TxnResult{}
+	for _, m := range c.Markers {
+		marker := markerBatch(m.ProducerID, m.Epoch, m.Commit, c.NowMs, m.CoordinatorEpoch)
+		for _, tp := range m.Partitions {
+			p := f.Partition(tp.Topic, tp.Partition)
+			if p == nil {
+				r.Codes = append(r.Codes, ErrUnknownTopicOrPartition)
+				continue
+			}
+			code, err := p.writeMarkerChecked(marker, &m, c.NowMs)
+			if err != nil {
+				return ioFailure(fmt.Sprintf("transaction marker in %s/%d", tp.Topic, tp.Partition), err)
+			}
+			r.Codes = append(r.Codes, code)
+		}
+	}
+	return r
+}
+
+// writeMarkerChecked writes an administrator's marker unless the partition
+// has seen a newer epoch of the producer, or a newer coordinator epoch in an
+// earlier such marker (Kafka's ProducerAppendInfo checks of a marker, in
+// that order), and keeps its coordinator epoch and time. A producer the
+// partition has no state of gets some, at the marker's epoch, as in Kafka:
+// DescribeProducers lists it, and its older epochs are refused.
+func (p *Partition) writeMarkerChecked(marker []byte, m *TxnMarker, now int64) (int16, error) {
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
+	ps := p.producers[m.ProducerID]
+	switch {
+	case ps != nil && m.Epoch < ps.epoch:
+		return ErrInvalidProducerEpoch, nil
+	case ps != nil && ps.hasCoordEpoch && m.CoordinatorEpoch < ps.coordEpoch:
+		return ErrTransactionCoordinatorFenced, nil
+	}
+	if err := p.writeMarkerLocked(marker, m.ProducerID, m.Epoch, m.Commit, now); err != nil {
+		return ErrNone, err
+	}
+	if ps == nil {
+		p.evictProducers(now)
+		ps = &producerState{epoch: m.Epoch}
+		p.producers[m.ProducerID] = ps
+	}
+	// As Kafka's marker append: its time is the producer's last. Only here,
+	// not for the coordinator's own markers, which releases before this
+	// level apply without it.
+	ps.coordEpoch, ps.hasCoordEpoch, ps.lastTs = m.CoordinatorEpoch, true, now
+	return ErrNone, nil
+}
+
+// encodeCoordEpochsLocked writes the coordinator epochs WriteTxnMarkers
+// left on producers: every partition's, by topic, partition and producer.
+func (f *FSM) encodeCoordEpochsLocked(e *enc) {
+	type entry struct {
+		topic     string
+		partition int32
+		pid       int64
+		epoch     int32
+	}
+	var out []entry
+	for _, t := range f.sortedTopicsLocked() {
+		for _, p := range t.Partitions {
+			p.prodMu.Lock()
+			var pids []int64
+			for pid, ps := range p.producers {
+				if ps.hasCoordEpoch {
+					pids = append(pids, pid)
+				}
+			}
+			sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+			for _, pid := range pids {
+				out = append(out, entry{t.Name, p.Index, pid, p.producers[pid].coordEpoch})
+			}
+			p.prodMu.Unlock()
+		}
+	}
+	e.uvar(uint64(len(out)))
+	for _, x := range out {
+		e.str(x.topic)
+		e.i32(x.partition)
+		e.i64(x.pid)
+		e.i32(x.epoch)
+	}
+}
+
+// decodeCoordEpochs puts the coordinator epochs back on the producers the
+// snapshot's partitions already hold.
+func decodeCoordEpochs(d *dec, topics []metaTopic) {
+	byName := make(map[string]*metaTopic, len(topics))
+	for i := range topics {
+		byName[topics[i].name] = &topics[i]
+	}
+	n := d.count(17)
+	for i := 0; i < n && d.err == nil; i++ {
+		topic, partition, pid, epoch := d.str(), d.i32(), d.i64(), d.i32()
+		if d.err != nil {
+			return
+		}
+		t := byName[topic]
+		if t == nil || partition < 0 || int(partition) >= len(t.parts) || t.parts[partition].producers[pid] == nil {
+			d.err = fmt.Errorf("coordinator epoch of producer %d in %s/%d, which has no state of it", pid, topic, partition)
+			return
+		}
+		ps := t.parts[partition].producers[pid]
+		ps.coordEpoch, ps.hasCoordEpoch = epoch, true
+	}
 }

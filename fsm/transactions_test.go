@@ -562,3 +562,160 @@ func TestExpireProducersNeedsItsLevel(t *testing.T) {
 		t.Fatalf("an unknown producer at sequence 3 below LevelIdleExpiry: %+v, want UNKNOWN_PRODUCER_ID", r)
 	}
 }
+
+// WriteTxnMarkers (kafka-transactions abort) closes a partition's open
+// transaction with an abort marker, outside the coordinator, and answers
+// as Kafka's broker does.
+func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelTxnMarkers})
+	p := h.init("tx", -1, -1)
+	pr := h.prod("tx", p)
+	part := h.f.Partition("t", 0)
+	h.txn(&AddTxnPartitions{TxnProducer: pr, Partitions: []TopicPartition{{"t", 0}}})
+	if r := h.produce(0, p.ProducerID, p.Epoch, 0, 2); r.Code != 0 || r.BaseOffset != 0 {
+		t.Fatalf("txn batch: %+v", r)
+	}
+	abort := func(epoch int16, tps ...TopicPartition) *TxnResult {
+		return h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: p.ProducerID, Epoch: epoch, Partitions: tps}}})
+	}
+	h.now += 100 // the marker's time becomes the producer's last
+	r := abort(p.Epoch, TopicPartition{"t", 0}, TopicPartition{"nope", 0}, TopicPartition{"t", 9})
+	if r.Code != 0 || !reflect.DeepEqual(r.Codes, []int16{ErrNone, ErrUnknownTopicOrPartition, ErrUnknownTopicOrPartition}) {
+		t.Fatalf("abort: %+v", r)
+	}
+	checkMarker(t, part, 2, p.ProducerID, p.Epoch, kmsg.ControlRecordKeyTypeAbort)
+	if lso := part.LastStableOffset(); lso != 3 {
+		t.Fatalf("LSO after the abort %d, want 3", lso)
+	}
+	if got := part.AbortedTxns(0, 3); !reflect.DeepEqual(got, []AbortedTxn{{ProducerID: p.ProducerID, FirstOffset: 0, LastOffset: 2}}) {
+		t.Fatalf("aborted %+v", got)
+	}
+	if ps := part.Producers(); len(ps) != 1 || ps[0].TxnStart != -1 || ps[0].LastAppendMs != h.now {
+		t.Fatalf("producers after the abort %+v, want no open transaction, last time %d", ps, h.now)
+	}
+	// As Kafka: a marker for a producer with no open transaction in the
+	// partition, or none known at all, is written and answered NONE.
+	if r := abort(p.Epoch, TopicPartition{"t", 0}); r.Code != 0 || r.Codes[0] != ErrNone {
+		t.Fatalf("second abort: %+v", r)
+	}
+	if r := h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: 999, Epoch: 3, Commit: true, CoordinatorEpoch: 2,
+		Partitions: []TopicPartition{{"t", 1}}}}}); r.Codes[0] != ErrNone {
+		t.Fatalf("marker for an unknown producer: %+v", r)
+	}
+	// As Kafka, the partition now has state of it, at the marker's epoch.
+	want := []ProducerInfo{{ID: 999, Epoch: 3, LastSequence: -1, LastAppendMs: h.now, TxnStart: -1, CoordinatorEpoch: 2}}
+	if ps := h.f.Partition("t", 1).Producers(); !reflect.DeepEqual(ps, want) {
+		t.Fatalf("producers after a marker for an unknown producer: %+v, want %+v", ps, want)
+	}
+	if hw := part.Log.Next(); hw != 4 {
+		t.Fatalf("HW %d, want two markers after the two records", hw)
+	}
+	// The coordinator still has the transaction: the producer goes on and
+	// commits, and only what it wrote after the abort is committed.
+	if r := h.produce(0, p.ProducerID, p.Epoch, 2, 1); r.Code != 0 || r.BaseOffset != 4 {
+		t.Fatalf("batch after the abort: %+v", r)
+	}
+	if r := h.txn(&EndTxn{TxnProducer: pr, Commit: true}); r.Code != 0 {
+		t.Fatalf("commit: %+v", r)
+	}
+	if lso := part.LastStableOffset(); lso != 6 {
+		t.Fatalf("LSO after the commit %d, want 6", lso)
+	}
+	// A newer epoch fences the producer in the partition; an older one is
+	// refused and writes nothing.
+	if r := abort(p.Epoch+1, TopicPartition{"t", 0}); r.Codes[0] != ErrNone {
+		t.Fatalf("abort at a newer epoch: %+v", r)
+	}
+	if r := abort(p.Epoch, TopicPartition{"t", 0}); r.Codes[0] != ErrInvalidProducerEpoch {
+		t.Fatalf("abort at an older epoch: %+v, want INVALID_PRODUCER_EPOCH", r)
+	}
+	if hw := part.Log.Next(); hw != 7 {
+		t.Fatalf("HW %d, want 7: the refused marker is not written", hw)
+	}
+	h.txn(&AddTxnPartitions{TxnProducer: pr, Partitions: []TopicPartition{{"t", 0}}})
+	if r := h.produce(0, p.ProducerID, p.Epoch, 3, 1); r.Code != ErrInvalidProducerEpoch {
+		t.Fatalf("batch of the fenced epoch: %+v", r)
+	}
+	// A marker's coordinator epoch is kept: DescribeProducers shows it, and
+	// a marker with an older one is refused (TRANSACTION_COORDINATOR_FENCED).
+	if ps := part.Producers(); ps[0].CoordinatorEpoch != 0 {
+		t.Fatalf("coordinator epoch %d after markers with 0", ps[0].CoordinatorEpoch)
+	}
+	withCoord := func(coord int32) *TxnResult {
+		return h.txn(&WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: p.ProducerID, Epoch: p.Epoch + 1,
+			CoordinatorEpoch: coord, Partitions: []TopicPartition{{"t", 0}}}}})
+	}
+	if r := withCoord(5); r.Codes[0] != ErrNone {
+		t.Fatalf("marker with coordinator epoch 5: %+v", r)
+	}
+	if ps := part.Producers(); ps[0].CoordinatorEpoch != 5 {
+		t.Fatalf("coordinator epoch %d, want 5", ps[0].CoordinatorEpoch)
+	}
+	if r := withCoord(4); r.Codes[0] != ErrTransactionCoordinatorFenced {
+		t.Fatalf("marker with an older coordinator epoch: %+v, want TRANSACTION_COORDINATOR_FENCED", r)
+	}
+	if hw := part.Log.Next(); hw != 8 {
+		t.Fatalf("HW %d, want 8: the fenced marker is not written", hw)
+	}
+	if v := markerCoordinatorEpoch(t, part, 7); v != 5 {
+		t.Fatalf("the marker's record carries coordinator epoch %d, want 5", v)
+	}
+
+	// The state survives a snapshot.
+	snap := snapshotBytes(t, h.f)
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
+		t.Fatal("restored state differs from the snapshot")
+	}
+	if got, want := dst.Partition("t", 0).AbortedTxns(0, 10), part.AbortedTxns(0, 10); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored aborted %+v, want %+v", got, want)
+	}
+	if got, want := dst.Partition("t", 0).Producers(), part.Producers(); !reflect.DeepEqual(got, want) || got[0].CoordinatorEpoch != 5 {
+		t.Fatalf("restored producers %+v, want %+v", got, want)
+	}
+}
+
+// markerCoordinatorEpoch reads the coordinator epoch in the value of the
+// marker at offset.
+func markerCoordinatorEpoch(t *testing.T, p *Partition, offset int64) int32 {
+	t.Helper()
+	data, err := p.Log.Read(offset, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(data); err != nil {
+		t.Fatal(err)
+	}
+	var r kmsg.Record
+	if err := r.ReadFrom(b.Records); err != nil {
+		t.Fatal(err)
+	}
+	var v kmsg.EndTxnMarker
+	if err := v.ReadFrom(r.Value); err != nil {
+		t.Fatal(err)
+	}
+	return v.CoordinatorEpoch
+}
+
+// Below LevelTxnMarkers WriteTxnMarkers is refused before it is proposed,
+// and Apply refuses it too.
+func TestWriteTxnMarkersNeedsItsLevel(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelIdleExpiry})
+	cmd := &WriteTxnMarkers{NowMs: h.now, Markers: []TxnMarker{{ProducerID: 1, Partitions: []TopicPartition{{"t", 0}}}}}
+	var fe *FeatureError
+	if _, err := h.f.Admit(Encode(cmd)); !errors.As(err, &fe) || fe.Need != LevelTxnMarkers || fe.Cluster != LevelIdleExpiry {
+		t.Fatalf("Admit below LevelTxnMarkers: %v", err)
+	}
+	if _, ok := h.apply(cmd).(*FeatureError); !ok {
+		t.Fatal("Apply below LevelTxnMarkers was not refused")
+	}
+	if hw := h.f.Partition("t", 0).Log.Next(); hw != 0 {
+		t.Fatalf("a marker was written below LevelTxnMarkers (HW %d)", hw)
+	}
+}

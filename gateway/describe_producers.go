@@ -20,11 +20,14 @@ type ProducerState struct {
 	LastSequence  int32
 	LastTimestamp int64 // ms
 	TxnStart      int64 // first offset of its open transaction; -1 when none
+	// CoordinatorEpoch is that of the last WriteTxnMarkers marker for it
+	// in the partition; -1 when none (kgate's coordinator has no epoch).
+	CoordinatorEpoch int32
 }
 
-// DescribeProducers reports the idempotence state the partition's leader
-// keeps and the start of each producer's open transaction (there is no
-// coordinator epoch: -1). A backend without such state (Iggy) has no
+// DescribeProducers reports the idempotence state the partition's replica
+// here keeps and the start of each producer's open transaction; the
+// coordinator epoch is -1 unless a WriteTxnMarkers marker set one. A backend without such state (Iggy) has no
 // producers to report.
 func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeProducersRequest)
@@ -37,7 +40,6 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	pd, _ := s.backend.(ProducerDescriber)
-	self := s.cluster.Self().ID
 	for _, t := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
@@ -46,22 +48,25 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
 			rp.ActiveProducers = []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
-			leader, known := s.backend.PartitionLeader(t.Topic, p)
+			_, known := s.backend.PartitionLeader(t.Topic, p)
 			switch {
 			case !permitted:
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !known:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case leader != self:
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case pd != nil:
+				// Every voter holds a replica of the partition's producer
+				// state, and Kafka answers from any replica's log: so does
+				// every node here (kafka-transactions find-hanging
+				// --broker-id asks each broker about its replicas). Iggy
+				// keeps none: an empty list on every node.
 				states, err := pd.Producers(t.Topic, p)
 				rp.ErrorCode = ErrorCode(err)
 				for _, st := range states {
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch = st.ID, int32(st.Epoch)
 					ap.LastSequence, ap.LastTimestamp = st.LastSequence, st.LastTimestamp
-					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, st.TxnStart
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = st.CoordinatorEpoch, st.TxnStart
 					rp.ActiveProducers = append(rp.ActiveProducers, ap)
 				}
 			}

@@ -60,6 +60,7 @@ func (s *Server) handlerTable() map[int16]handler {
 		t[24] = handler{0, 4, s.handleAddPartitionsToTxn}
 		t[25] = handler{0, 3, s.handleAddOffsetsToTxn}
 		t[26] = handler{0, 3, s.handleEndTxn}
+		t[27] = handler{0, 2, s.handleWriteTxnMarkers} // kafka-transactions abort
 		t[28] = handler{0, 3, s.handleTxnOffsetCommit}
 		t[65] = handler{0, 0, s.handleDescribeTransactions}
 		t[66] = handler{0, 1, s.handleListTransactions}

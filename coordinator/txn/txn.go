@@ -328,3 +328,17 @@ func (c *Coordinator) expireIDs(ctx context.Context, now, idExpiration int64, id
 		}
 	}
 }
+
+// WriteMarkers writes transaction markers into partitions on an
+// administrator's request (WriteTxnMarkers): on the embedded backend the
+// Raft leader leads every partition, so it is the one that proposes them.
+// The codes are per partition, markers in order; the single code is for the
+// whole request (NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS off the
+// serving leader, UNSUPPORTED_VERSION below the feature level).
+func (c *Coordinator) WriteMarkers(ctx context.Context, markers []fsm.TxnMarker) ([]int16, int16) {
+	r, code := c.propose(ctx, &fsm.WriteTxnMarkers{NowMs: c.nowMs(), Markers: markers})
+	if code != 0 {
+		return nil, code
+	}
+	return r.Codes, 0
+}

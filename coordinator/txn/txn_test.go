@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/fsm"
@@ -246,5 +247,40 @@ func TestIdleIDsKeptBelowTheirLevel(t *testing.T) {
 	h.c.expire(ctx)
 	if _, code := h.c.Describe("tx"); code != 0 {
 		t.Fatalf("describe below LevelIdleExpiry: error %d, want the id kept", code)
+	}
+}
+
+// WriteMarkers is written by the serving leader only, with its time, and
+// needs LevelTxnMarkers.
+func TestWriteMarkers(t *testing.T) {
+	h := newHarness(t, fsm.LatestLevel)
+	markers := []fsm.TxnMarker{{ProducerID: 9, Partitions: []fsm.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}}}
+	codes, code := h.c.WriteMarkers(t.Context(), markers)
+	if code != 0 || len(codes) != 2 || codes[0] != 0 || codes[1] != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("on the leader: %v, %d", codes, code)
+	}
+	p := h.f.Partition("t", 0)
+	if hw := p.Log.Next(); hw != 1 {
+		t.Fatalf("high watermark %d, want the marker", hw)
+	}
+	data, err := p.Log.Read(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(data); err != nil || b.MaxTimestamp != h.now.UnixMilli() || b.ProducerID != 9 {
+		t.Fatalf("marker batch %+v (%v), want producer 9 at the leader's time %d", b, err, h.now.UnixMilli())
+	}
+	h.raft.leader = false // elected, still catching up
+	if _, code := h.c.WriteMarkers(t.Context(), markers); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("on a catching-up leader: error %d", code)
+	}
+	h.raft.raftLeader = false
+	if _, code := h.c.WriteMarkers(t.Context(), markers); code != kerr.NotCoordinator.Code {
+		t.Fatalf("on a follower: error %d", code)
+	}
+	low := newHarness(t, fsm.LevelIdleExpiry)
+	if _, code := low.c.WriteMarkers(t.Context(), markers); code != kerr.UnsupportedVersion.Code {
+		t.Fatalf("below LevelTxnMarkers: error %d, want UNSUPPORTED_VERSION", code)
 	}
 }

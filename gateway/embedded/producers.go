@@ -22,7 +22,7 @@ func (b *Backend) Producers(topic string, p int32) ([]gateway.ProducerState, err
 	var out []gateway.ProducerState
 	for _, pi := range part.Producers() {
 		out = append(out, gateway.ProducerState{ID: pi.ID, Epoch: pi.Epoch, LastSequence: pi.LastSequence, LastTimestamp: pi.LastAppendMs,
-			TxnStart: pi.TxnStart})
+			TxnStart: pi.TxnStart, CoordinatorEpoch: pi.CoordinatorEpoch})
 	}
 	return out, nil
 }

@@ -50,6 +50,9 @@ type kafkaTools struct {
 	tmp string
 	// subst replaces words of the documented arguments when running them.
 	subst map[string]string
+	// exact replaces documented arguments that are exactly a key (values
+	// the documentation can only show as an example: ids, epochs).
+	exact map[string]string
 	// ran holds every command run, as documented: "script arg...".
 	ran map[string]bool
 }
@@ -85,6 +88,9 @@ func (k *kafkaTools) exec(bootstrap, script string, args ...string) (string, err
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", filepath.Join(k.lib, "*"), class}
 	k.ran[script+" "+strings.Join(args, " ")] = true
 	for _, a := range args {
+		if v, ok := k.exact[a]; ok {
+			a = v
+		}
 		a = strings.ReplaceAll(a, docBootstrap, bootstrap)
 		for from, to := range k.subst {
 			a = strings.ReplaceAll(a, from, to)
@@ -188,6 +194,11 @@ func TestKafkaTools(t *testing.T) {
 				t.Fatalf("earliest offset %d after kafka-delete-records to %d", o.Offset, step.offset)
 			}
 		}
+	})
+	// kafka-transactions on a transaction left open (its own context).
+	t.Run("transactions", func(t *testing.T) {
+		tools.t = t
+		checkTransactionTools(t, tools, c, leader, follower)
 	})
 	// A voter that is down: the quorum shows it without a log end offset.
 	t.Run("dead-voter", func(t *testing.T) {

@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// checkTransactionTools runs kafka-transactions list, describe,
+// describe-producers, find-hanging and abort as docs/operations.md shows
+// them, through a follower (the tool finds the coordinator and the
+// partition leader itself), on a transaction a producer has left open: the
+// transaction is not hanging (its coordinator has the partition in it),
+// abort closes it in the partition with WriteTxnMarkers, and read_committed
+// sees only what the producer commits afterwards. With Iggy there are no
+// transactions: find-hanging finds nothing and abort finds nothing to
+// abort.
+func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader, follower int32) {
+	const topic = "payments"
+	via := c.node(follower).kafka()
+	_, adm := c.adminClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	findHanging := func() {
+		t.Helper()
+		// Through every node, asking about each node's replicas: each
+		// answers DescribeProducers from its own replica.
+		for _, id := range c.ids() {
+			k.exact = map[string]string{"1": strconv.Itoa(int(id))}
+			out := k.run(c.node(id).kafka(), "kafka-transactions.sh", "--bootstrap-server", docBootstrap, "find-hanging", "--broker-id", "1")
+			k.exact = nil
+			checkNoHanging(t, out, "find-hanging --broker-id "+strconv.Itoa(int(id)))
+		}
+		out := k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap, "find-hanging",
+			"--topic", topic, "--partition", "0", "--max-transaction-timeout", "0")
+		checkNoHanging(t, out, "find-hanging --topic")
+	}
+	abortAt0 := []string{"--bootstrap-server", docBootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0"}
+	const noOpenAt0 = "Could not find any open transactions starting at offset 0 on partition payments-0"
+	list := []string{"--bootstrap-server", docBootstrap, "list"}
+	describe := []string{"--bootstrap-server", docBootstrap, "describe", "--transactional-id", "payments-1"}
+	abortPID := []string{"--bootstrap-server", docBootstrap, "abort", "--topic", topic, "--partition", "0",
+		"--producer-id", "2", "--producer-epoch", "0", "--coordinator-epoch", "-1"}
+	if iggyMode() {
+		findHanging()
+		if out, err := k.exec(via, "kafka-transactions.sh", abortAt0...); err == nil || !strings.Contains(out, noOpenAt0) {
+			t.Fatalf("abort with Iggy: exit %v, want %q:\n%s", err, noOpenAt0, out)
+		}
+		// No transaction APIs: the tools fail.
+		for _, args := range [][]string{list, describe, abortPID} {
+			if out, err := k.exec(via, "kafka-transactions.sh", args...); err == nil {
+				t.Fatalf("kafka-transactions %s with Iggy succeeded:\n%s", strings.Join(args[2:], " "), out)
+			}
+		}
+		out := k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap,
+			"describe-producers", "--topic", "payments", "--partition", "0")
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
+			t.Fatalf("describe-producers with Iggy: want no producer:\n%s", out)
+		}
+		return
+	}
+
+	// A transactional producer writes one record (offset 0) and leaves its
+	// transaction open, as a producer that died would: the coordinator
+	// would abort it at its timeout.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("payments-1"),
+		kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(v string) {
+		t.Helper()
+		if err := prod.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("aborted-by-tool-1")
+	pid, epoch, err := prod.ProducerID(ctx)
+	if err != nil || epoch != 0 {
+		t.Fatalf("producer id %d epoch %d: %v", pid, epoch, err)
+	}
+
+	out := k.run(via, "kafka-transactions.sh", list...)
+	if !regexp.MustCompile(`(?m)^payments-1\s+` + strconv.Itoa(int(leader)) + `\s+` + strconv.FormatInt(pid, 10) + `\s+Ongoing\s*$`).MatchString(out) {
+		t.Fatalf("kafka-transactions list: want payments-1 Ongoing at coordinator %d:\n%s", leader, out)
+	}
+	out = k.run(via, "kafka-transactions.sh", describe...)
+	if !strings.Contains(out, "Ongoing") || !strings.Contains(out, "payments-0") {
+		t.Fatalf("kafka-transactions describe: want Ongoing with payments-0:\n%s", out)
+	}
+	checkOpenTxn(t, k, via, pid, "-1", "0")
+	findHanging()
+
+	// abort by start offset: the tool finds the producer in
+	// DescribeProducers and sends WriteTxnMarkers to the partition leader.
+	k.run(via, "kafka-transactions.sh", abortAt0...)
+	checkOpenTxn(t, k, via, pid, "0", "None")
+	if end := committedEnd(ctx, t, adm, topic); end != 2 {
+		t.Fatalf("read_committed end offset %d after the abort, want 2 (the record and the marker)", end)
+	}
+	// The coordinator still has the transaction, so the producer goes on:
+	// its next record opens the transaction in the partition again, at 2,
+	// and abort by producer id and epoch (the older brokers' form) closes
+	// that too.
+	produce("aborted-by-tool-2")
+	checkOpenTxn(t, k, via, pid, "0", "2")
+	k.exact = map[string]string{"2": strconv.FormatInt(pid, 10)}
+	k.run(via, "kafka-transactions.sh", abortPID...)
+	k.exact = nil
+	checkOpenTxn(t, k, via, pid, "0", "None")
+	// Nothing open at 0 any more.
+	if out, err := k.exec(via, "kafka-transactions.sh", abortAt0...); err == nil || !strings.Contains(out, noOpenAt0) {
+		t.Fatalf("abort of a closed transaction: exit %v, want %q:\n%s", err, noOpenAt0, out)
+	}
+	produce("committed")
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the tool's aborts: %v", err)
+	}
+	plain, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.ProduceSync(ctx, kgo.StringRecord("end")).FirstErr(); err != nil {
+		t.Fatalf("produce the end record: %v", err)
+	}
+	if got := consumeAll(ctx, t, c, topic, kgo.ReadCommitted()); strings.Join(got, ",") != "committed" {
+		t.Fatalf("read_committed sees %q, want only the committed record", got)
+	}
+	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); len(got) != 3 {
+		t.Fatalf("read_uncommitted sees %q, want the three records", got)
+	}
+	findHanging()
+}
+
+func checkNoHanging(t *testing.T, out, what string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "Topic") || !strings.Contains(lines[0], "Duration(min)") {
+		t.Fatalf("kafka-transactions %s: want the header and no hanging transaction:\n%s", what, out)
+	}
+}
+
+// checkOpenTxn checks the producer's LatestCoordinatorEpoch (-1 until an
+// abort's marker sets one) and CurrentTransactionStartOffset in
+// describe-producers.
+func checkOpenTxn(t *testing.T, k *kafkaTools, bootstrap string, pid int64, coord, start string) {
+	t.Helper()
+	out := k.run(bootstrap, "kafka-transactions.sh", "--bootstrap-server", docBootstrap,
+		"describe-producers", "--topic", "payments", "--partition", "0")
+	for _, line := range strings.Split(out, "\n") {
+		// ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+		if f := strings.Fields(line); len(f) == 6 && f[0] == strconv.FormatInt(pid, 10) {
+			if f[2] != coord || f[5] != start {
+				t.Fatalf("describe-producers: coordinator epoch %s, transaction start %s, want %s and %s:\n%s", f[2], f[5], coord, start, out)
+			}
+			return
+		}
+	}
+	t.Fatalf("describe-producers does not list producer %d:\n%s", pid, out)
+}
+
+func committedEnd(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	offs, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := offs.Lookup(topic, 0)
+	return o.Offset
+}
+
+// consumeAll reads the topic (one partition) from the start at the
+// isolation level up to its "end" record and returns the values before it.
+func consumeAll(ctx context.Context, t *testing.T, c *kgateCluster, topic string, level kgo.IsolationLevel) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(level),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []string
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consuming %s: %v (got %q)", topic, err, out)
+		}
+		end := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == "end" {
+				end = true
+			} else if !end {
+				out = append(out, string(r.Value))
+			}
+		})
+		if end {
+			return out
+		}
+	}
+}
