@@ -42,8 +42,8 @@ type Config struct {
 	// StopDrain bounds how long a stopping server waits for its
 	// connections to answer what they read (default 1 s); see Serve.
 	StopDrain         time.Duration
-	AutoCreateTopics          bool
-	DefaultPartitions         int32
+	AutoCreateTopics  bool
+	DefaultPartitions int32
 	// Groups serves the consumer-group APIs; without it they are not offered.
 	Groups *coordinator.Coordinator
 	// Transactions serves the transaction APIs (with the embedded backend,
