@@ -108,13 +108,13 @@ func migrateBoltLog(dir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(partial); err != nil {
+	if err := raftlog.SyncDir(partial); err != nil {
 		return err
 	}
 	if err := os.Rename(partial, filepath.Join(dir, logDir)); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := raftlog.SyncDir(dir); err != nil {
 		return err
 	}
 	log.Info("migrated the Raft log from raft-boltdb to segment files", "entries", copied, "indexes_left_below_a_gap", skipped)
@@ -207,17 +207,5 @@ func removeSynced(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return raftlog.SyncDir(filepath.Dir(path))
 }

@@ -189,8 +189,8 @@ func laterBatchAfter(f *os.File, off, size int64, torn uint64) (int64, bool, err
 	}
 }
 
-// syncDir makes entries created, renamed or removed in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes entries created, renamed or removed in dir durable.
+func SyncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -222,7 +222,7 @@ func writeFileAtomic(dir, name string, data []byte, sync bool) error {
 		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err == nil && sync {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err != nil {
 		os.Remove(tmp)

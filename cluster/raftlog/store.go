@@ -385,7 +385,7 @@ func (s *Store) activeFor(index uint64) (*segment, error) {
 	if s.opts.Fsync {
 		// The file must survive a crash once entries in it are
 		// acknowledged.
-		if err := syncDir(s.dir); err != nil {
+		if err := SyncDir(s.dir); err != nil {
 			f.Close()
 			os.Remove(path)
 			return nil, err
@@ -522,7 +522,7 @@ func (s *Store) syncDirIf() error {
 	if !s.opts.Fsync {
 		return nil
 	}
-	return syncDir(s.dir)
+	return SyncDir(s.dir)
 }
 
 // meta is what the log records outside its segments, in a small file

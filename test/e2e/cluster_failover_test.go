@@ -102,20 +102,36 @@ func runClusterFailover(t *testing.T, kind clMemberKind, sigterm bool) {
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after the failover: %s", after)
+	clGroupKept(t, "the failover", before, after, kgoBefore, members)
+	offsets.finish(t)
+	clCloseMembers(t, w, members)
+	t.Logf("%s leader failover (%s) scenario done in %v", kind.client, how, time.Since(begin).Round(time.Millisecond))
+}
+
+// clKgoGroupMeta is "member id/generation" of every franz-go member by name.
+// clGroupKept fails t unless the group is Stable after what happened
+// (named by what) with the members and generation it had before, and the
+// franz-go members still hold the member ids and generation they had.
+func clGroupKept(t *testing.T, what string, before, after clGroupSnapshot, kgoBefore map[string]string, members []clMember) {
+	t.Helper()
 	if after.state != "Stable" {
-		t.Errorf("group state %s after the failover, want Stable", after.state)
+		t.Errorf("group state %s after %s, want Stable", after.state, what)
 	}
 	if fmt.Sprint(after.members) != fmt.Sprint(before.members) {
-		t.Errorf("group members changed across the failover:\nbefore %v\nafter  %v", before.members, after.members)
+		t.Errorf("group members changed across %s:\nbefore %v\nafter  %v", what, before.members, after.members)
 	}
 	if after.generation != before.generation {
-		t.Errorf("group generation %d after the failover, %d before", after.generation, before.generation)
+		t.Errorf("group generation %d after %s, %d before", after.generation, what, before.generation)
 	}
 	if kgoAfter := clKgoGroupMeta(members); fmt.Sprint(kgoAfter) != fmt.Sprint(kgoBefore) {
 		t.Errorf("franz-go members' own member id/generation changed:\nbefore %v\nafter  %v", kgoBefore, kgoAfter)
 	}
-	offsets.finish(t)
+}
 
+// clCloseMembers stops watching the group, closes every member and reports
+// what the watch saw (failing t on what it must not have seen).
+func clCloseMembers(t *testing.T, w *clGroupWatch, members []clMember) {
+	t.Helper()
 	w.disarm()
 	for _, m := range members {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -125,10 +141,8 @@ func runClusterFailover(t *testing.T, kind clMemberKind, sigterm bool) {
 		cancel()
 	}
 	w.report(t)
-	t.Logf("%s leader failover (%s) scenario done in %v", kind.client, how, time.Since(begin).Round(time.Millisecond))
 }
 
-// clKgoGroupMeta is "member id/generation" of every franz-go member by name.
 func clKgoGroupMeta(members []clMember) map[string]string {
 	out := map[string]string{}
 	for _, m := range members {

@@ -177,25 +177,9 @@ func runClusterFullDisk(t *testing.T, mode string) {
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after the full disk: %s", after)
-	if after.state != "Stable" {
-		t.Errorf("group state %s after the full disk, want Stable", after.state)
-	}
-	if fmt.Sprint(after.members) != fmt.Sprint(before.members) || after.generation != before.generation {
-		t.Errorf("group changed across the full disk:\nbefore %s\nafter  %s", before, after)
-	}
-	if kgoAfter := clKgoGroupMeta(members); fmt.Sprint(kgoAfter) != fmt.Sprint(kgoBefore) {
-		t.Errorf("franz-go members' own member id/generation changed:\nbefore %v\nafter  %v", kgoBefore, kgoAfter)
-	}
+	clGroupKept(t, "the full disk", before, after, kgoBefore, members)
 	offsets.finish(t)
-	w.disarm()
-	for _, m := range members {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := m.close(ctx); err != nil {
-			t.Errorf("closing %s: %v", m.name(), err)
-		}
-		cancel()
-	}
-	w.report(t)
+	clCloseMembers(t, w, members)
 	t.Logf("full disk (%s) done in %v", mode, time.Since(begin).Round(time.Millisecond))
 }
 

@@ -103,29 +103,9 @@ func runClusterLeaderKills(t *testing.T, kind clMemberKind) {
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after %d leader kills: %s", leaderKills, after)
-	if after.state != "Stable" {
-		t.Errorf("group state %s after the kills, want Stable", after.state)
-	}
-	if fmt.Sprint(after.members) != fmt.Sprint(before.members) {
-		t.Errorf("group members changed across the kills:\nbefore %v\nafter  %v", before.members, after.members)
-	}
-	if after.generation != before.generation {
-		t.Errorf("group generation %d after the kills, %d before", after.generation, before.generation)
-	}
-	if kgoAfter := clKgoGroupMeta(members); fmt.Sprint(kgoAfter) != fmt.Sprint(kgoBefore) {
-		t.Errorf("franz-go members' own member id/generation changed:\nbefore %v\nafter  %v", kgoBefore, kgoAfter)
-	}
+	clGroupKept(t, "the kills", before, after, kgoBefore, members)
 	offsets.finish(t)
-
-	w.disarm()
-	for _, m := range members {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := m.close(ctx); err != nil {
-			t.Errorf("closing %s: %v", m.name(), err)
-		}
-		cancel()
-	}
-	w.report(t)
+	clCloseMembers(t, w, members)
 	t.Logf("%s: %d leader kills done in %v", kind.client, leaderKills, time.Since(begin).Round(time.Millisecond))
 }
 
