@@ -16,7 +16,7 @@ import (
 var crashRounds = flag.Int("crash-rounds", 6, "leader crashes in TestLeaderCrashesUnderLoad")
 
 // Leaders crashed one after another while appends keep arriving: every
-// time the two survivors elect one leader between them, no append
+// time the two survivors settle on one leader between them, no append
 // acknowledged before a crash is missing from the new leader, and the
 // crashed node comes back as a follower. The log shows each election's
 // time (the failover benchmark's business; -crash-rounds for more).
@@ -92,10 +92,11 @@ func TestLeaderCrashesUnderLoad(t *testing.T) {
 			if time.Since(at) > 20*time.Second {
 				t.Fatalf("round %d: no leader among %d survivors 20 s after the crash", round, len(rest))
 			}
+			// Serving is noted from Raft's notifications, so a leader that
+			// stepped down may still say so a moment after another was
+			// elected: wait for exactly one.
 			if ls := servingLeaders(rest); len(ls) == 1 {
 				next = ls[0]
-			} else if len(ls) > 1 {
-				t.Fatalf("round %d: %d serving leaders", round, len(ls))
 			}
 			time.Sleep(time.Millisecond)
 		}
