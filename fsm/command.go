@@ -288,6 +288,25 @@ func decodeConfigs(d *dec) []Config {
 	return out
 }
 
+// encodeTopicPartitions writes a list of partitions, as every command
+// naming partitions carries them.
+func encodeTopicPartitions(e *enc, tps []TopicPartition) {
+	e.uvar(uint64(len(tps)))
+	for _, tp := range tps {
+		e.str(tp.Topic)
+		e.i32(tp.Partition)
+	}
+}
+
+func decodeTopicPartitions(d *dec) []TopicPartition {
+	var tps []TopicPartition
+	n := d.count(5)
+	for i := 0; i < n && d.err == nil; i++ {
+		tps = append(tps, TopicPartition{Topic: d.str(), Partition: d.i32()})
+	}
+	return tps
+}
+
 func encodeStrings(e *enc, ss []string) {
 	e.uvar(uint64(len(ss)))
 	for _, s := range ss {

@@ -256,19 +256,12 @@ type DeleteOffsets struct {
 func (*DeleteOffsets) Kind() Kind { return KindDeleteOffsets }
 func (c *DeleteOffsets) encode(e *enc) {
 	e.str(c.Group)
-	e.uvar(uint64(len(c.Partitions)))
-	for _, p := range c.Partitions {
-		e.str(p.Topic)
-		e.i32(p.Partition)
-	}
+	encodeTopicPartitions(e, c.Partitions)
 }
 
 func decodeDeleteOffsets(d *dec) *DeleteOffsets {
 	c := &DeleteOffsets{Group: d.str()}
-	n := d.count(5)
-	for i := 0; i < n && d.err == nil; i++ {
-		c.Partitions = append(c.Partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
-	}
+	c.Partitions = decodeTopicPartitions(d)
 	return c
 }
 

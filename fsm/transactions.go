@@ -147,19 +147,12 @@ type AddTxnPartitions struct {
 func (*AddTxnPartitions) Kind() Kind { return KindAddTxnPartitions }
 func (c *AddTxnPartitions) encode(e *enc) {
 	c.TxnProducer.encode(e)
-	e.uvar(uint64(len(c.Partitions)))
-	for _, tp := range c.Partitions {
-		e.str(tp.Topic)
-		e.i32(tp.Partition)
-	}
+	encodeTopicPartitions(e, c.Partitions)
 }
 
 func decodeAddTxnPartitions(d *dec) *AddTxnPartitions {
 	c := &AddTxnPartitions{TxnProducer: decodeTxnProducer(d)}
-	n := d.count(5)
-	for i := 0; i < n && d.err == nil; i++ {
-		c.Partitions = append(c.Partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
-	}
+	c.Partitions = decodeTopicPartitions(d)
 	return c
 }
 
@@ -868,11 +861,7 @@ func (c *WriteTxnMarkers) encode(e *enc) {
 		e.i16(m.Epoch)
 		e.bool(m.Commit)
 		e.i32(m.CoordinatorEpoch)
-		e.uvar(uint64(len(m.Partitions)))
-		for _, tp := range m.Partitions {
-			e.str(tp.Topic)
-			e.i32(tp.Partition)
-		}
+		encodeTopicPartitions(e, m.Partitions)
 	}
 }
 
@@ -881,10 +870,7 @@ func decodeWriteTxnMarkers(d *dec) *WriteTxnMarkers {
 	n := d.count(16)
 	for i := 0; i < n && d.err == nil; i++ {
 		m := TxnMarker{ProducerID: d.i64(), Epoch: d.i16(), Commit: d.bool(), CoordinatorEpoch: d.i32()}
-		np := d.count(5)
-		for j := 0; j < np && d.err == nil; j++ {
-			m.Partitions = append(m.Partitions, TopicPartition{Topic: d.str(), Partition: d.i32()})
-		}
+		m.Partitions = decodeTopicPartitions(d)
 		c.Markers = append(c.Markers, m)
 	}
 	return c
