@@ -50,13 +50,7 @@ func runClusterFailover(t *testing.T, kind clMemberKind, sigterm bool) {
 
 	prod := startClusterProducer(t, c, topic)
 	w := newClGroupWatch()
-	var members []clMember
-	var names []string
-	for i := range clusterMembers {
-		name := fmt.Sprintf("%s-%d", kind.client, i)
-		names = append(names, name)
-		members = append(members, kind.start(t, c, topic, group, name, w, clMemberOpts{}))
-	}
+	members, names := kind.startMembers(t, c, topic, group, kind.client, w, clMemberOpts{})
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()
 	t.Logf("group stable %v after start: %s", time.Since(begin).Round(time.Millisecond), before)

@@ -73,13 +73,7 @@ func runClusterFullDisk(t *testing.T, mode string) {
 	prod := startClusterProducer(t, c, topic)
 	w := newClGroupWatch()
 	w.noDuplicates = true
-	var members []clMember
-	var names []string
-	for i := range clusterMembers {
-		name := fmt.Sprintf("disk-%d", i)
-		names = append(names, name)
-		members = append(members, startClKgoMember(t, c, topic, group, name, w, leaderKillsMemberOpts))
-	}
+	members, names := clFranzGoMembers.startMembers(t, c, topic, group, "disk", w, leaderKillsMemberOpts)
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()
 	kgoBefore := clKgoGroupMeta(members)

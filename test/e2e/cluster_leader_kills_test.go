@@ -56,13 +56,7 @@ func runClusterLeaderKills(t *testing.T, kind clMemberKind) {
 	prod := startClusterProducer(t, c, topic)
 	w := newClGroupWatch()
 	w.noDuplicates = true
-	var members []clMember
-	var names []string
-	for i := range clusterMembers {
-		name := fmt.Sprintf("%s-%d", kind.client, i)
-		names = append(names, name)
-		members = append(members, kind.start(t, c, topic, group, name, w, leaderKillsMemberOpts))
-	}
+	members, names := kind.startMembers(t, c, topic, group, kind.client, w, leaderKillsMemberOpts)
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()
 	t.Logf("group stable %v after start: %s", time.Since(begin).Round(time.Millisecond), before)

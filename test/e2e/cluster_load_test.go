@@ -391,6 +391,20 @@ type clMemberKind struct {
 	start   func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember
 }
 
+// startMembers starts clusterMembers members of the group, named
+// prefix-0, prefix-1, …, and returns them with their names.
+func (k clMemberKind) startMembers(t *testing.T, c *kgateCluster, topic, group, prefix string, w *clGroupWatch, o clMemberOpts) ([]clMember, []string) {
+	t.Helper()
+	var members []clMember
+	var names []string
+	for i := range clusterMembers {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		names = append(names, name)
+		members = append(members, k.start(t, c, topic, group, name, w, o))
+	}
+	return members, names
+}
+
 // clMemberOpts are a member's group settings; zero values keep the
 // client's defaults (commits every 500 ms).
 type clMemberOpts struct {

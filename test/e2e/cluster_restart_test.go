@@ -56,13 +56,7 @@ func runClusterFullRestart(t *testing.T, stopAll func(*kgateCluster)) {
 
 	// A group of three consumes everything and commits it.
 	w := newClGroupWatch()
-	var names []string
-	var members []clMember
-	for i := range clusterMembers {
-		name := fmt.Sprintf("restart-a-%d", i)
-		names = append(names, name)
-		members = append(members, startClKgoMember(t, c, topic, group, name, w, clMemberOpts{}))
-	}
+	members, names := clFranzGoMembers.startMembers(t, c, topic, group, "restart-a", w, clMemberOpts{})
 	_, adm := c.adminClient()
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	t.Logf("group before the restart: %s", before)
@@ -119,13 +113,7 @@ func runClusterFullRestart(t *testing.T, stopAll func(*kgateCluster)) {
 
 	// New consumers of the group resume at the commits.
 	w2 := newClGroupWatch()
-	var names2 []string
-	var members2 []clMember
-	for i := range clusterMembers {
-		name := fmt.Sprintf("restart-b-%d", i)
-		names2 = append(names2, name)
-		members2 = append(members2, startClKgoMember(t, c, topic, group, name, w2, clMemberOpts{}))
-	}
+	members2, names2 := clFranzGoMembers.startMembers(t, c, topic, group, "restart-b", w2, clMemberOpts{})
 	clWaitGroupStable(t, c, adm, group, topic, names2, w2)
 	step(t, "restarted group consumes the records produced after the commit", time.Minute,
 		func(ctx context.Context) error {

@@ -35,13 +35,7 @@ func TestClusterRollingUpgrade(t *testing.T) {
 
 	prod := startClusterProducer(t, c, topic)
 	w := newClGroupWatch()
-	var members []clMember
-	var names []string
-	for i := range clusterMembers {
-		name := fmt.Sprintf("upgrade-%d", i)
-		names = append(names, name)
-		members = append(members, clFranzGoMembers.start(t, c, topic, group, name, w, clMemberOpts{}))
-	}
+	members, names := clFranzGoMembers.startMembers(t, c, topic, group, "upgrade", w, clMemberOpts{})
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()
 	t.Logf("group stable %v after start: %s", time.Since(begin).Round(time.Millisecond), before)

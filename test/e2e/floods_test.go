@@ -86,12 +86,7 @@ func TestFloods(t *testing.T) {
 
 	prod := startClusterProducer(t, c, topic)
 	w := newClGroupWatch()
-	var names []string
-	for i := range clusterMembers {
-		name := fmt.Sprintf("floods-member-%d", i)
-		names = append(names, name)
-		startClKgoMember(t, c, topic, group, name, w, clMemberOpts{})
-	}
+	_, names := clFranzGoMembers.startMembers(t, c, topic, group, "floods-member", w, clMemberOpts{})
 	_, adm := c.adminClient()
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
 	w.arm()
