@@ -83,16 +83,7 @@ func runClusterFailover(t *testing.T, kind clMemberKind, sigterm bool) {
 	}
 	t.Logf("producer acknowledged again %v after the failover", time.Since(at).Round(time.Millisecond))
 	time.Sleep(loadAfterFailover)
-	prod.finish()
-	acked := prod.acks.ackedIndexes()
-
-	// A fresh admin client: franz-go keeps a coordinator it cannot dial
-	// cached for sharded group requests.
-	_, adm = c.adminClient()
-	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
-		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
-	step(t, "committed offsets reach the end of every partition", 30*time.Second,
-		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+	_, adm = clDrain(t, c, prod, w, group, topic)
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after the failover: %s", after)

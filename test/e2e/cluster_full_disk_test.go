@@ -157,13 +157,7 @@ func runClusterFullDisk(t *testing.T, mode string) {
 		t.Fatalf("producer makes no progress after node %d came back: %v", target.id, err)
 	}
 
-	prod.finish()
-	ackedIdx := prod.acks.ackedIndexes()
-	_, adm = c.adminClient()
-	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(ackedIdx)), time.Minute,
-		func(ctx context.Context) error { return clWaitConsumed(ctx, w, ackedIdx) })
-	step(t, "committed offsets reach the end of every partition", 30*time.Second,
-		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+	ackedIdx, adm := clDrain(t, c, prod, w, group, topic)
 	step(t, "every acknowledged record, exactly once and in order", verifyTimeout,
 		func(ctx context.Context) error { return clReadAll(ctx, c, topic, len(ackedIdx)) })
 	step(t, "every node holds the same bytes of every partition", 30*time.Second,

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -84,16 +83,7 @@ func runClusterLeaderKills(t *testing.T, kind clMemberKind) {
 		c.node(old).start()
 		c.waitFormed(c.ids()...)
 	}
-	prod.finish()
-	acked := prod.acks.ackedIndexes()
-
-	// A fresh admin client: franz-go keeps a coordinator it cannot dial
-	// cached for sharded group requests.
-	_, adm = c.adminClient()
-	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
-		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
-	step(t, "committed offsets reach the end of every partition", 30*time.Second,
-		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+	_, adm = clDrain(t, c, prod, w, group, topic)
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after %d leader kills: %s", leaderKills, after)

@@ -391,6 +391,23 @@ type clMemberKind struct {
 	start   func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember
 }
 
+// clDrain stops the producer and waits until the group has consumed every
+// record it acknowledged and committed to the end of every partition. It
+// returns the acknowledged records' indexes and a fresh admin client:
+// franz-go keeps a coordinator it cannot dial cached for sharded group
+// requests.
+func clDrain(t *testing.T, c *kgateCluster, prod *clusterProducer, w *clGroupWatch, group, topic string) ([]int, *kadm.Client) {
+	t.Helper()
+	prod.finish()
+	acked := prod.acks.ackedIndexes()
+	_, adm := c.adminClient()
+	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
+		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
+	step(t, "committed offsets reach the end of every partition", 30*time.Second,
+		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+	return acked, adm
+}
+
 // startMembers starts clusterMembers members of the group, named
 // prefix-0, prefix-1, …, and returns them with their names.
 func (k clMemberKind) startMembers(t *testing.T, c *kgateCluster, topic, group, prefix string, w *clGroupWatch, o clMemberOpts) ([]clMember, []string) {

@@ -82,14 +82,7 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	if err := prod.waitAcked(prod.acked()+500, 30*time.Second); err != nil {
 		t.Fatalf("producer after the feature level was raised: %v", err)
 	}
-	prod.finish()
-	acked := prod.acks.ackedIndexes()
-
-	_, adm = c.adminClient()
-	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
-		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
-	step(t, "committed offsets reach the end of every partition", 30*time.Second,
-		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+	_, adm = clDrain(t, c, prod, w, group, topic)
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after the upgrade: %s", after)
 	if after.state != "Stable" {

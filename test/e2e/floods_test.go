@@ -103,13 +103,7 @@ func TestFloods(t *testing.T) {
 	f.groupsPastCaps()
 
 	// The workload's verdict: nothing acknowledged lost, no member lost.
-	prod.finish()
-	acked := prod.acks.ackedIndexes()
-	_, adm = c.adminClient()
-	step(t, fmt.Sprintf("group consumes all %d acknowledged records", len(acked)), time.Minute,
-		func(ctx context.Context) error { return clWaitConsumed(ctx, w, acked) })
-	step(t, "committed offsets reach the end of every partition", 30*time.Second,
-		func(ctx context.Context) error { return clWaitCommitted(ctx, adm, group, topic) })
+	_, adm = clDrain(t, c, prod, w, group, topic)
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	if after.state != "Stable" || fmt.Sprint(after.members) != fmt.Sprint(before.members) || after.generation != before.generation {
 		t.Errorf("group changed across the floods:\nbefore %s\nafter  %s", before, after)
