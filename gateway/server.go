@@ -28,9 +28,10 @@ type Config struct {
 	MaxFrameBytes  int32  // largest request accepted (socket.request.max.bytes)
 	MaxConnections int    // client connections beyond this are closed at once; other nodes' links are counted apart, to the same bound
 	// MaxConnectionsPerIP bounds the client connections from one address
-	// (Kafka's max.connections.per.ip; 0: no bound), except for the
-	// addresses in ConnectionsPerIPOverrides, which have their own
-	// (max.connections.per.ip.overrides; 0 refuses the address).
+	// (Kafka's max.connections.per.ip; 0: no bound; negative: none, as
+	// Kafka's 0), except for the addresses in ConnectionsPerIPOverrides,
+	// which have their own (max.connections.per.ip.overrides; 0 refuses
+	// the address).
 	MaxConnectionsPerIP       int
 	ConnectionsPerIPOverrides map[netip.Addr]int
 	IdleTimeout               time.Duration // a connection with no request for this long is closed
@@ -420,7 +421,10 @@ func (s *Server) perIPBound(l *Listener, nc net.Conn) (netip.Addr, int) {
 	if n, ok := s.cfg.ConnectionsPerIPOverrides[ip]; ok {
 		return ip, n
 	}
-	if s.cfg.MaxConnectionsPerIP <= 0 {
+	switch {
+	case s.cfg.MaxConnectionsPerIP < 0:
+		return ip, 0
+	case s.cfg.MaxConnectionsPerIP == 0:
 		return ip, -1
 	}
 	return ip, s.cfg.MaxConnectionsPerIP

@@ -771,6 +771,15 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	expectClosed(t, dialRawFrom(t, "127.0.0.4", n.addr).nc)
 	dialRawFrom(t, "127.0.0.5", n.addr).do(req)
 
+	// Kafka's max.connections.per.ip=0 with overrides: only the addresses
+	// overridden may connect.
+	only := startNode(t, func(c *gateway.Config) {
+		c.MaxConnectionsPerIP = -1
+		c.ConnectionsPerIPOverrides = map[netip.Addr]int{netip.MustParseAddr("127.0.0.3"): 1}
+	})
+	dialRawFrom(t, "127.0.0.3", only.addr).do(req)
+	expectClosed(t, dialRawFrom(t, "127.0.0.2", only.addr).nc)
+
 	// Once one of 127.0.0.2's closes, it may open another (the server
 	// notices the close asynchronously: retry, bounded).
 	a.nc.Close()
