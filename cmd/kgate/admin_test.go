@@ -42,7 +42,9 @@ func startCluster(t *testing.T, n int) []*testNodeAddrs {
 			"--node-id", strconv.Itoa(i + 1), "--data-dir", t.TempDir(),
 			"--kafka-addr", nd.kafka, "--raft-addr", freeAddr(t), "--gossip-addr", gossip[i],
 			"--admin-addr", adminAddr, "--bootstrap-expect", strconv.Itoa(n), "--join", strings.Join(gossip, ","),
-			"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms",
+			// Raft's timeouts stay at the defaults users run: shorter ones
+			// (a 100 ms lease) made leaders step down on a loaded machine
+			// in the middle of a test that assumes one leader throughout.
 			"--group-initial-rebalance-delay", "0s", "--log-level", "error",
 		})
 		nodes[i] = nd
