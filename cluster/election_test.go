@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -116,4 +117,34 @@ func TestLeaderCrashesUnderLoad(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("elections after %d crashes: median %v, max %v", len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+}
+
+// TestWatchedConnReportsEveryEnd: a follower learns that its leader's
+// connection ended however Raft's handler meets the end. The handler stops
+// at a failed write without reading again (its answer to a leader killed
+// meanwhile meets a broken pipe), so a read error alone would leave the
+// follower waiting out the full heartbeat timeout.
+func TestWatchedConnReportsEveryEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(c net.Conn) error
+	}{
+		{"read", func(c net.Conn) error { _, err := c.Read(make([]byte, 1)); return err }},
+		{"write", func(c net.Conn) error { _, err := c.Write([]byte{1}); return err }},
+		{"close", func(c net.Conn) error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, theirs := net.Pipe()
+			ended := 0
+			c := &watchedConn{Conn: ours, closed: func() { ended++ }}
+			theirs.Close() // the leader's process is gone
+			if err := tc.end(c); err == nil && tc.name != "close" {
+				t.Fatalf("%s on a connection whose peer closed: no error", tc.name)
+			}
+			c.Close() // Raft's handler closes the connection on its way out
+			if ended != 1 {
+				t.Fatalf("the end was reported %d times, want once", ended)
+			}
+		})
+	}
 }

@@ -183,7 +183,11 @@ func (n *Node) lastLeaderID() raft.ServerID {
 }
 
 // watchedConn is an inbound Raft connection that calls closed once when
-// it ends (read error or EOF).
+// it ends: a read error or EOF, a write error, or its close. Raft's
+// handler stops at a failed write without reading again (a response to a
+// leader killed while it waited for it meets a broken pipe), so reads
+// alone can miss the leader's death, and the follower then waits out
+// Raft's whole heartbeat timeout instead of taking its turn.
 type watchedConn struct {
 	net.Conn
 	closed func()
@@ -196,6 +200,19 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 		c.once.Do(c.closed)
 	}
 	return n, err
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.once.Do(c.closed)
+	}
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.once.Do(c.closed)
+	return c.Conn.Close()
 }
 
 // departedHold bounds how long a leader this node saw replaced stays out of
