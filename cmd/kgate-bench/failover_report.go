@@ -102,7 +102,7 @@ func writeFailoverTable(w io.Writer, r *failoverResult) error {
 	row("kill → new record acknowledged p50/p99/max ms", "%.0f / %.0f / %.0f", r.ProducerP50Ms, r.ProducerP99Ms, r.ProducerMaxMs)
 	row("kill → new record fetched p50/p99/max ms", "%.0f / %.0f / %.0f", r.RecordP50Ms, r.RecordP99Ms, r.RecordMaxMs)
 	row("kill → every consumer fetching p50/p99/max ms", "%.0f / %.0f / %.0f", r.RecordAllP50Ms, r.RecordAllP99Ms, r.RecordAllMaxMs)
-	row("kills with members or generation changed", "%d of %d", r.RoundsChanged, len(r.Rounds))
+	row("kills with members or generation changed", "%d of %d%s", r.RoundsChanged, len(r.Rounds), clientEnded(r))
 	row("missing / duplicated / commits backwards", "%d / %d / %d %s", r.Missing, r.Duplicates, len(r.Regressions), firstOf(r.Regressions))
 	row("rebalances", "revoked %d, lost %d, consumer generation +%d, server generation %d → %d, members unchanged %v",
 		r.Revoked, r.Lost, r.GenerationChanges, r.ServerGenerationStart, r.ServerGenerationEnd, r.MembersUnchanged)
@@ -130,13 +130,30 @@ func writeFailoverSummary(w io.Writer, rs []*failoverResult) error {
 		if !r.OK {
 			note = " (FAILED: " + r.Error + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d of %d\t%s\t%s / %s / %s\t%s / %s / %s\t%d / %d / %d\t%d%s\t\n",
-			r.Label, r.Client, len(r.Rounds), r.RoundsChanged, len(r.Rounds), s(r.ElectedP50Ms),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d of %d%s\t%s\t%s / %s / %s\t%s / %s / %s\t%d / %d / %d\t%d%s\t\n",
+			r.Label, r.Client, len(r.Rounds), r.RoundsChanged, len(r.Rounds), clientEnded(r), s(r.ElectedP50Ms),
 			s(r.ProducerP50Ms), s(r.ProducerP99Ms), s(r.ProducerMaxMs),
 			s(r.RecordAllP50Ms), s(r.RecordAllP99Ms), s(r.RecordAllMaxMs),
 			r.Missing, r.Duplicates, len(r.Regressions), r.ProduceErrors, note)
 	}
 	return tw.Flush()
+}
+
+// clientEnded notes how many of the rounds that changed members began
+// with a client ending its own group session (a dial error, its own
+// session clock) rather than with an answer from the cluster: client
+// behaviour, reported apart.
+func clientEnded(r *failoverResult) string {
+	n := 0
+	for _, x := range r.Rounds {
+		if x.SessionErrors > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d ended by the client)", n)
 }
 
 func firstOf(xs []string) string {
