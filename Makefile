@@ -73,7 +73,7 @@ failover-bench: build
 # under load, CHAOS_FAULTS kills, pauses and partitions from the seed
 # CHAOS_SEED (0: a new one, printed), optionally only the kinds in CHAOS_KINDS
 # (comma-separated), then the history checker. chaos-short (in make test)
-# applies each kind once to three nodes.
+# applies each kind once to three nodes, then once to five.
 CHAOS_FAULTS ?= 100
 CHAOS_SEED   ?= 0
 CHAOS_KINDS  ?=
@@ -83,6 +83,7 @@ chaos: build
 
 chaos-short: build
 	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED)
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

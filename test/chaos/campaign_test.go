@@ -267,8 +267,10 @@ faults:
 				}
 			}
 		}
-		if f.wasLeader {
+		if f.wasLeader && elected >= 0 {
 			t.Logf("fault %d: the other nodes elected a new leader after %v", i, elected.Round(time.Millisecond))
+		} else if f.wasLeader {
+			t.Logf("fault %d: no other node became leader during the hold", i)
 		}
 		if kind == flap {
 			t.Logf("fault %d: node %d's links cut or healed %d times", i, f.target, f.flips)
