@@ -244,3 +244,22 @@ func TestNetworkBlackHole(t *testing.T) {
 		t.Fatalf("link 1-2 after heal: %v", err)
 	}
 }
+
+// TestNetworkSplit: Split cuts exactly the links that cross between the
+// side and the rest, both ways.
+func TestNetworkSplit(t *testing.T) {
+	nw := NewNetwork()
+	defer nw.Close()
+	nw.Split([]int{1, 4}, []int{1, 2, 3, 4, 5})
+	for a := 1; a <= 5; a++ {
+		for b := 1; b <= 5; b++ {
+			if a == b {
+				continue
+			}
+			crosses := (a == 1 || a == 4) != (b == 1 || b == 4)
+			if got := nw.isCut(a, b); got != crosses {
+				t.Errorf("link %d-%d cut: %v, want %v", a, b, got, crosses)
+			}
+		}
+	}
+}
