@@ -34,6 +34,7 @@ type Network struct {
 	// changed is closed and replaced whenever a black hole ends, to wake
 	// the copies it holds.
 	changed chan struct{}
+	closed  chan struct{} // closed by Close
 	conns   map[*proxyConn]bool
 	proxies []*Proxy
 
@@ -45,7 +46,7 @@ type Network struct {
 // NewNetwork returns a network with every link up.
 func NewNetwork() *Network {
 	return &Network{pids: map[int]int{}, udpPort: map[int]int{}, cut: map[[2]int]bool{}, hole: map[[2]int]bool{},
-		changed: make(chan struct{}), conns: map[*proxyConn]bool{}}
+		changed: make(chan struct{}), closed: make(chan struct{}), conns: map[*proxyConn]bool{}}
 }
 
 // SetProcess records that node runs as process pid (after each start).
@@ -115,10 +116,10 @@ func (nw *Network) Isolate(node int, others []int) {
 // BlackHole makes the links between a and b stop passing bytes without
 // closing anything, as a network that drops every packet: open
 // connections stay open and hold what was sent (the senders' writes block
-// once the buffers fill), new connections are accepted and pass nothing,
-// gossip datagrams are dropped. Only the nodes' timeouts can notice. When
-// healed, what was held is delivered in order, as TCP's retransmissions
-// would deliver it.
+// once the buffers fill), new connections are accepted and reach the far
+// node only once healed, gossip datagrams are dropped. Only the nodes'
+// timeouts can notice. When healed, what was held is delivered in order,
+// as TCP's retransmissions would deliver it.
 func (nw *Network) BlackHole(a, b int) {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
@@ -180,6 +181,11 @@ func (nw *Network) passable(from, to int, done <-chan struct{}) bool {
 func (nw *Network) Close() {
 	nw.mu.Lock()
 	ps := nw.proxies
+	select {
+	case <-nw.closed:
+	default:
+		close(nw.closed)
+	}
 	var cs []*proxyConn
 	for c := range nw.conns {
 		cs = append(cs, c)
@@ -262,6 +268,12 @@ func (p *Proxy) serve(in net.Conn) {
 	defer p.nw.wg.Done()
 	from := p.nw.sender(in)
 	if from >= 0 && p.nw.isCut(from, p.to) {
+		in.Close()
+		return
+	}
+	// A connection made into a black hole reaches nobody until it heals:
+	// the far node sees nothing of it (as a dropped SYN would leave it).
+	if from >= 0 && !p.nw.passable(from, p.to, p.nw.closed) {
 		in.Close()
 		return
 	}
