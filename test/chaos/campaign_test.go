@@ -377,7 +377,17 @@ faults:
 	// random, for a moved coordinator).
 	w.mu.Lock()
 	for i, f := range done {
-		if f.kind != churn {
+		switch f.kind {
+		case isolateLeader, isolateFollower, bridge, flap, blackHole:
+			// A majority stayed whole and every node kept running: the
+			// group's coordinator state is Raft state, so no member may
+			// lose its partitions to a network fault.
+			for _, why := range w.lostWhy[int64(i)] {
+				t.Errorf("fault %d (%s, node %d, side %v, the leader: %v): a group member lost its partitions: %s", i, f.kind, f.target, f.side, f.wasLeader, why)
+			}
+			continue
+		case churn:
+		default:
 			continue
 		}
 		for _, why := range w.lostWhy[int64(i)] {
