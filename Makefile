@@ -69,18 +69,21 @@ endif
 failover-bench: build
 	./scripts/failover-bench.sh
 
-# The fault campaign (test/chaos, docs/chaos.md): three nodes under load,
-# CHAOS_FAULTS kills, pauses and partitions from the seed CHAOS_SEED (0: a
-# new one, printed), optionally only the kinds in CHAOS_KINDS (comma-separated),
-# then the history checker. chaos-short (in make test) applies each kind once.
+# The fault campaign (test/chaos, docs/chaos.md): CHAOS_NODES (3 or 5) nodes
+# under load, CHAOS_FAULTS kills, pauses and partitions from the seed
+# CHAOS_SEED (0: a new one, printed), optionally only the kinds in CHAOS_KINDS
+# (comma-separated), then the history checker. chaos-short (in make test)
+# applies each kind once to three nodes, then once to five.
 CHAOS_FAULTS ?= 100
 CHAOS_SEED   ?= 0
 CHAOS_KINDS  ?=
+CHAOS_NODES  ?= 3
 chaos: build
-	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)'
+	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES)
 
 chaos-short: build
 	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED)
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

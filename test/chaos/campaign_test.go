@@ -17,6 +17,7 @@ var (
 	seedFlag   = flag.Int64("seed", 0, "nemesis seed; 0 picks one from the clock (printed at start)")
 	faultsFlag = flag.Int("faults", 0, "faults to apply; 0 is the short run of make test (each kind once, short holds)")
 	kindsFlag  = flag.String("kinds", "", "comma-separated fault kinds to apply (default: all)")
+	nodesFlag  = flag.Int("nodes", 3, "cluster size: 3 or 5")
 )
 
 // Fault kinds.
@@ -24,14 +25,16 @@ const (
 	kill9           = "kill-9"             // SIGKILL, hold, restart on the same data
 	pause           = "pause"              // SIGSTOP, hold (1-20 s), SIGCONT
 	isolateLeader   = "partition-leader"   // the leader alone on one side
-	isolateFollower = "partition-minority" // a follower alone on one side
-	bridge          = "partition-bridge"   // the link leader-follower cut, the third node sees both
+	isolateFollower = "partition-minority" // a minority on one side: a follower alone (3 nodes); two nodes, with or without the leader (5)
+	bridge          = "partition-bridge"   // two minorities cut apart, one with the leader; a bridge node sees both
+	flap            = "flap"               // a node's links (70 % the leader's) cut and healed every 200-800 ms for the hold
+	blackHole       = "blackhole"          // a node's links (70 % the leader's) pass no byte and close nothing for the hold
 	churn           = "churn"              // POST /v1/leave, stop; hold; a fresh node (new id, empty data) joins
 	crashSnapshot   = "crash-snapshot"     // SIGKILL inside a snapshot, hold, restart
 	crashCompaction = "crash-compaction"   // SIGKILL inside the Raft log's compaction, hold, restart
 )
 
-var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge, churn, crashSnapshot, crashCompaction}
+var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge, churn, crashSnapshot, crashCompaction, flap, blackHole}
 
 // holds is how long each kind of fault lasts, from..to.
 type holds map[string][2]time.Duration
@@ -42,6 +45,7 @@ var shortHolds = holds{
 	bridge: {2 * time.Second, 4 * time.Second},
 	churn:  {500 * time.Millisecond, 2 * time.Second}, crashSnapshot: {time.Second, 2 * time.Second},
 	crashCompaction: {time.Second, 2 * time.Second},
+	flap:            {2 * time.Second, 4 * time.Second}, blackHole: {2 * time.Second, 4 * time.Second},
 }
 
 var longHolds = holds{
@@ -50,6 +54,7 @@ var longHolds = holds{
 	bridge: {2 * time.Second, 15 * time.Second},
 	churn:  {time.Second, 10 * time.Second}, crashSnapshot: {time.Second, 10 * time.Second},
 	crashCompaction: {time.Second, 10 * time.Second},
+	flap:            {2 * time.Second, 15 * time.Second}, blackHole: {2 * time.Second, 15 * time.Second},
 }
 
 // recoveryLimit bounds how long the cluster and the workload may take to
@@ -59,8 +64,10 @@ const recoveryLimit = 90 * time.Second
 type fault struct {
 	kind      string
 	target    int
-	other     int // the far end of a bridge's cut link
-	joined    int // churn: the fresh node that replaced target
+	other     int   // the far end of a bridge's cut link
+	side      []int // a partition's minority side (the bridge's: the leader's)
+	flips     int   // flap: how many times the links were cut or healed
+	joined    int   // churn: the fresh node that replaced target
 	wasLeader bool
 	hold      time.Duration
 	// failover: from the fault to every producer and reader progressing
@@ -106,7 +113,10 @@ func TestChaos(t *testing.T) {
 		return r[0] + time.Duration(rng.Int63n(int64(r[1]-r[0])+1))
 	}
 
-	c := startCluster(t, 3)
+	if *nodesFlag != 3 && *nodesFlag != 5 {
+		t.Fatalf("-nodes %d: want 3 or 5", *nodesFlag)
+	}
+	c := startCluster(t, *nodesFlag)
 	w := newWorkload(t, c.kafkaAddrs(), c.dir)
 	w.start()
 	if err := pollUntil(recoveryLimit, func() error { return w.progressed(time.Time{}) }); err != nil {
@@ -142,11 +152,14 @@ faults:
 		start := time.Now()
 		f.wasLeader = (kind == isolateLeader || kind == bridge) || rng.Float64() < 0.7
 		if kind == isolateFollower {
-			f.wasLeader = false
+			// Three nodes: a follower alone; five: two nodes, half the
+			// time with the leader.
+			f.wasLeader = len(followers) > 2 && rng.Intn(2) == 0
 		}
 		holdFrom := start
+		var flapRng *rand.Rand
 		switch kind {
-		case kill9, pause, churn, crashSnapshot, crashCompaction:
+		case kill9, pause, churn, crashSnapshot, crashCompaction, flap, blackHole:
 			f.target = pickFollower()
 			if f.wasLeader {
 				f.target = leader
@@ -184,19 +197,63 @@ faults:
 			f.target = leader
 			c.nw.Isolate(leader, c.ids())
 		case isolateFollower:
-			f.target = pickFollower()
-			c.nw.Isolate(f.target, c.ids())
+			// A minority: (n-1)/2 nodes, with the leader or without.
+			fs := append([]int(nil), followers...)
+			rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+			f.side = fs[:(len(c.nodes)-1)/2]
+			if f.wasLeader {
+				f.side = append([]int{leader}, fs[:(len(c.nodes)-1)/2-1]...)
+			}
+			f.target = f.side[0]
+			c.nw.Split(f.side, c.ids())
 		case bridge:
-			f.target, f.other = leader, pickFollower()
-			c.nw.Cut(f.target, f.other)
+			// The leader with (n-3)/2 followers on one side, as many on
+			// the other, and one follower, the bridge, linked to both:
+			// each side and the bridge are a majority.
+			fs := append([]int(nil), followers...)
+			rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+			k := (len(c.nodes) - 3) / 2
+			f.side = append([]int{leader}, fs[:k]...)
+			far := fs[k : 2*k+1]
+			f.target, f.other = leader, far[0]
+			for _, a := range f.side {
+				for _, b := range far {
+					c.nw.Cut(a, b)
+				}
+			}
+			t.Logf("fault %d: bridge node %d links %v and %v", i, fs[2*k+1], f.side, far)
+		case flap:
+			flapRng = rand.New(rand.NewSource(rng.Int63()))
+			c.nw.Isolate(f.target, c.ids())
+			f.flips = 1
+		case blackHole:
+			for _, o := range c.ids() {
+				if o != f.target {
+					c.nw.BlackHole(f.target, o)
+				}
+			}
 		}
-		t.Logf("fault %d at %s: %s node %d (leader %d) for %v", i, start.Format("15:04:05.000"), kind, f.target, leader, hold.Round(time.Millisecond))
+		if f.side != nil {
+			t.Logf("fault %d at %s: %s %v cut off (leader %d) for %v", i, start.Format("15:04:05.000"), kind, f.side, leader, hold.Round(time.Millisecond))
+		} else {
+			t.Logf("fault %d at %s: %s node %d (leader %d) for %v", i, start.Format("15:04:05.000"), kind, f.target, leader, hold.Round(time.Millisecond))
+		}
 
 		// Hold the fault, watching whether the workload goes on without the
 		// faulty node (a majority is always left).
 		var waiting, lastWaiting error
 		elected := time.Duration(-1) // until the majority side names a new leader
+		flipAt := time.Now().Add(flapGap(flapRng))
 		for until := holdFrom.Add(hold); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+			if flapRng != nil && time.Now().After(flipAt) {
+				if f.flips%2 == 1 {
+					c.nw.Heal()
+				} else {
+					c.nw.Isolate(f.target, c.ids())
+				}
+				f.flips++
+				flipAt = time.Now().Add(flapGap(flapRng))
+			}
 			if f.failover < 0 {
 				if waiting = w.progressed(start); waiting == nil {
 					f.failover = time.Since(start)
@@ -210,8 +267,13 @@ faults:
 				}
 			}
 		}
-		if f.wasLeader {
+		if f.wasLeader && elected >= 0 {
 			t.Logf("fault %d: the other nodes elected a new leader after %v", i, elected.Round(time.Millisecond))
+		} else if f.wasLeader {
+			t.Logf("fault %d: no other node became leader during the hold", i)
+		}
+		if kind == flap {
+			t.Logf("fault %d: node %d's links cut or healed %d times", i, f.target, f.flips)
 		}
 		if f.failover < 0 {
 			t.Logf("fault %d: no failover within the hold: %v", i, waiting)
@@ -315,7 +377,17 @@ faults:
 	// random, for a moved coordinator).
 	w.mu.Lock()
 	for i, f := range done {
-		if f.kind != churn {
+		switch f.kind {
+		case isolateLeader, isolateFollower, bridge, flap, blackHole:
+			// A majority stayed whole and every node kept running: the
+			// group's coordinator state is Raft state, so no member may
+			// lose its partitions to a network fault.
+			for _, why := range w.lostWhy[int64(i)] {
+				t.Errorf("fault %d (%s, node %d, side %v, the leader: %v): a group member lost its partitions: %s", i, f.kind, f.target, f.side, f.wasLeader, why)
+			}
+			continue
+		case churn:
+		default:
 			continue
 		}
 		for _, why := range w.lostWhy[int64(i)] {
@@ -404,4 +476,12 @@ func quantile(ds []time.Duration, q float64) string {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := int(q*float64(len(s)-1) + 0.5)
 	return s[i].Round(10 * time.Millisecond).String()
+}
+
+// flapGap is the time a flapping link stays cut or up: 200-800 ms.
+func flapGap(r *rand.Rand) time.Duration {
+	if r == nil {
+		return 0
+	}
+	return 200*time.Millisecond + time.Duration(r.Int63n(int64(600*time.Millisecond)+1))
 }

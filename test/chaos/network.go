@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -31,6 +30,11 @@ type Network struct {
 	pids    map[int]int     // process id -> node
 	udpPort map[int]int     // real gossip port -> node
 	cut     map[[2]int]bool // {from, to} -> link cut (kept symmetric)
+	hole    map[[2]int]bool // {from, to} -> link black-holed (kept symmetric)
+	// changed is closed and replaced whenever a black hole ends, to wake
+	// the copies it holds.
+	changed chan struct{}
+	closed  chan struct{} // closed by Close
 	conns   map[*proxyConn]bool
 	proxies []*Proxy
 
@@ -41,7 +45,8 @@ type Network struct {
 
 // NewNetwork returns a network with every link up.
 func NewNetwork() *Network {
-	return &Network{pids: map[int]int{}, udpPort: map[int]int{}, cut: map[[2]int]bool{}, conns: map[*proxyConn]bool{}}
+	return &Network{pids: map[int]int{}, udpPort: map[int]int{}, cut: map[[2]int]bool{}, hole: map[[2]int]bool{},
+		changed: make(chan struct{}), closed: make(chan struct{}), conns: map[*proxyConn]bool{}}
 }
 
 // SetProcess records that node runs as process pid (after each start).
@@ -84,6 +89,21 @@ func (nw *Network) Cut(a, b int) {
 	}
 }
 
+// Split cuts every link between the nodes of side and the others of all.
+func (nw *Network) Split(side, all []int) {
+	in := map[int]bool{}
+	for _, n := range side {
+		in[n] = true
+	}
+	for _, a := range side {
+		for _, b := range all {
+			if !in[b] {
+				nw.Cut(a, b)
+			}
+		}
+	}
+}
+
 // Isolate cuts every link of node with the others.
 func (nw *Network) Isolate(node int, others []int) {
 	for _, o := range others {
@@ -93,11 +113,29 @@ func (nw *Network) Isolate(node int, others []int) {
 	}
 }
 
+// BlackHole makes the links between a and b stop passing bytes without
+// closing anything, as a network that drops every packet: open
+// connections stay open and hold what was sent (the senders' writes block
+// once the buffers fill), new connections are accepted and reach the far
+// node only once healed, gossip datagrams are dropped. Only the nodes'
+// timeouts can notice. When healed, what was held is delivered in order,
+// as TCP's retransmissions would deliver it.
+func (nw *Network) BlackHole(a, b int) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.hole[[2]int{a, b}], nw.hole[[2]int{b, a}] = true, true
+}
+
 // Heal restores every link.
 func (nw *Network) Heal() {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
 	nw.cut = map[[2]int]bool{}
+	if len(nw.hole) > 0 {
+		nw.hole = map[[2]int]bool{}
+		close(nw.changed)
+		nw.changed = make(chan struct{})
+	}
 }
 
 // Unknown is how many connections came from no known node (they were let
@@ -121,10 +159,33 @@ func (nw *Network) isCut(from, to int) bool {
 	return nw.cut[[2]int{from, to}]
 }
 
+// passable waits while the link from-to is black-holed; false if done
+// closed first.
+func (nw *Network) passable(from, to int, done <-chan struct{}) bool {
+	for {
+		nw.mu.Lock()
+		holed, changed := nw.hole[[2]int{from, to}], nw.changed
+		nw.mu.Unlock()
+		if !holed {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-done:
+			return false
+		}
+	}
+}
+
 // Close stops every proxy and waits for their goroutines.
 func (nw *Network) Close() {
 	nw.mu.Lock()
 	ps := nw.proxies
+	select {
+	case <-nw.closed:
+	default:
+		close(nw.closed)
+	}
 	var cs []*proxyConn
 	for c := range nw.conns {
 		cs = append(cs, c)
@@ -210,12 +271,18 @@ func (p *Proxy) serve(in net.Conn) {
 		in.Close()
 		return
 	}
+	// A connection made into a black hole reaches nobody until it heals:
+	// the far node sees nothing of it (as a dropped SYN would leave it).
+	if from >= 0 && !p.nw.passable(from, p.to, p.nw.closed) {
+		in.Close()
+		return
+	}
 	out, err := net.Dial("tcp", p.target)
 	if err != nil {
 		in.Close()
 		return
 	}
-	c := &proxyConn{from: from, to: p.to, in: in, out: out}
+	c := &proxyConn{nw: p.nw, from: from, to: p.to, in: in, out: out, done: make(chan struct{})}
 	nw := p.nw
 	nw.mu.Lock()
 	if from >= 0 && nw.cut[[2]int{from, p.to}] { // cut while dialling
@@ -226,8 +293,8 @@ func (p *Proxy) serve(in net.Conn) {
 	nw.conns[c] = true
 	nw.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(out, in); c.close(); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(in, out); c.close(); done <- struct{}{} }()
+	go func() { c.copy(out, in, from, p.to); c.close(); done <- struct{}{} }()
+	go func() { c.copy(in, out, p.to, from); c.close(); done <- struct{}{} }()
 	<-done
 	<-done
 	nw.mu.Lock()
@@ -249,7 +316,7 @@ func (p *Proxy) udpLoop() {
 		}
 		p.nw.mu.Lock()
 		from, ok := p.nw.udpPort[src.Port]
-		cut := ok && p.nw.cut[[2]int{from, p.to}]
+		cut := ok && (p.nw.cut[[2]int{from, p.to}] || p.nw.hole[[2]int{from, p.to}])
 		if cut {
 			p.nw.dropped++
 		}
@@ -262,16 +329,39 @@ func (p *Proxy) udpLoop() {
 }
 
 type proxyConn struct {
+	nw       *Network
 	from, to int
 	in, out  net.Conn
 	once     sync.Once
+	done     chan struct{} // closed by close
 }
 
 func (c *proxyConn) close() {
 	c.once.Do(func() {
+		close(c.done)
 		c.in.Close()
 		c.out.Close()
 	})
+}
+
+// copy forwards src to dst, the bytes of the link from-to, holding each
+// chunk (and reading no more) while the link is black-holed.
+func (c *proxyConn) copy(dst, src net.Conn, from, to int) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if from >= 0 && to >= 0 && !c.nw.passable(from, to, c.done) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // sender finds the node whose process holds the other end of an accepted

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -174,5 +175,91 @@ func TestNetworkGossipUDP(t *testing.T) {
 	// after the cut shows whether the cut one was dropped.
 	if got := recv(); got != "healed" {
 		t.Fatalf("received %q after the cut, want the datagram sent after the heal", got)
+	}
+}
+
+// TestNetworkBlackHole: a black-holed link closes nothing and passes
+// nothing, on open connections and on new ones (a dial still succeeds);
+// a link not black-holed is untouched; after Heal what was held arrives,
+// in order, on the same connections.
+func TestNetworkBlackHole(t *testing.T) {
+	nw := NewNetwork()
+	defer nw.Close()
+	nw.SetProcess(1, os.Getpid()) // this test dials as node 1
+	to2, err := nw.Listen(2, echoServer(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to3, err := nw.Listen(3, echoServer(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(p *Proxy) net.Conn {
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	open2, open3 := dial(to2), dial(to3)
+	if err := roundTrip(open2); err != nil {
+		t.Fatalf("link 1-2 up: %v", err)
+	}
+
+	nw.BlackHole(1, 2)
+	fresh2 := dial(to2) // accepted, as a SYN-ACK would have been before the hole
+	silent := func(name string, c net.Conn) *bufio.Reader {
+		if _, err := c.Write([]byte("held " + name + "\n")); err != nil {
+			t.Fatalf("%s: a write into the black hole failed: %v", name, err)
+		}
+		r := bufio.NewReader(c)
+		// Nothing may come back, and the connection must not close: only
+		// the reader's own timeout ends the wait.
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		line, err := r.ReadString('\n')
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("%s: read %q, %v through the black hole; want nothing until the reader's timeout", name, line, err)
+		}
+		return r
+	}
+	r2, rFresh := silent("open", open2), silent("fresh", fresh2)
+	if err := roundTrip(open3); err != nil {
+		t.Fatalf("link 1-3 was not black-holed: %v", err)
+	}
+
+	nw.Heal()
+	for name, r := range map[string]*bufio.Reader{"open": r2, "fresh": rFresh} {
+		c := open2
+		if name == "fresh" {
+			c = fresh2
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if line, err := r.ReadString('\n'); err != nil || line != "held "+name+"\n" {
+			t.Fatalf("%s connection after heal: read %q, %v; want what was held", name, line, err)
+		}
+	}
+	if err := roundTrip(dial(to2)); err != nil {
+		t.Fatalf("link 1-2 after heal: %v", err)
+	}
+}
+
+// TestNetworkSplit: Split cuts exactly the links that cross between the
+// side and the rest, both ways.
+func TestNetworkSplit(t *testing.T) {
+	nw := NewNetwork()
+	defer nw.Close()
+	nw.Split([]int{1, 4}, []int{1, 2, 3, 4, 5})
+	for a := 1; a <= 5; a++ {
+		for b := 1; b <= 5; b++ {
+			if a == b {
+				continue
+			}
+			crosses := (a == 1 || a == 4) != (b == 1 || b == 4)
+			if got := nw.isCut(a, b); got != crosses {
+				t.Errorf("link %d-%d cut: %v, want %v", a, b, got, crosses)
+			}
+		}
 	}
 }
