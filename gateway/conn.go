@@ -314,6 +314,11 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			c.s.localizeEndpoints(resp, c.listener.Name)
 		}
 		encoding := time.Now()
+		if out == nil {
+			if bp, _ := c.s.answerBufs.Get().(*[]byte); bp != nil {
+				out = *bp
+			}
+		}
 		out = AppendResponse(out[:0], p.corr, resp)
 		c.encoding = time.Since(encoding)
 		if c.peer {
@@ -331,7 +336,12 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			}
 		}
 		if cap(out) > 1<<20 {
-			out = nil // don't pin a large fetch buffer to an idle connection
+			// Not pinned to a connection that may now idle, but kept for the
+			// next large answer on any: growing a buffer to a fetch's size
+			// afresh for every answer copied it several times over.
+			b := out[:0]
+			c.s.answerBufs.Put(&b)
+			out = nil
 		}
 	}
 	flush()

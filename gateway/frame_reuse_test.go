@@ -104,3 +104,59 @@ func TestProduceBuffersReused(t *testing.T) {
 		t.Fatalf("%d produce requests' buffers were reused before the backend was through", n)
 	}
 }
+
+// TestLargeAnswersOnSeveralConnections: answers over 1 MiB are encoded in
+// buffers shared between connections once written; consumers reading the
+// same records at once on their own connections each get them exactly.
+func TestLargeAnswersOnSeveralConnections(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "large", 3, nil)
+	prod := newClient(t, n.addr, kgo.DefaultProduceTopic("large"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const total = 4500 // 1.5 MiB a partition
+	want := make([][]byte, total)
+	var recs []*kgo.Record
+	for i := range total {
+		want[i] = fmt.Appendf(bytes.Repeat([]byte{byte('a' + i%26)}, 1000), "#%d", i)
+		recs = append(recs, &kgo.Record{Value: want[i], Partition: int32(i % 3), Key: fmt.Appendf(nil, "%d", i)})
+	}
+	if err := prod.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	errs := make(chan error, 3)
+	ctx := testCtx(t)
+	for range 3 {
+		cons := newClient(t, n.addr, kgo.FetchMaxBytes(16<<20), kgo.FetchMaxPartitionBytes(4<<20),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+				"large": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart()},
+			}))
+		go func() {
+			seen := 0
+			for seen < total {
+				fs := cons.PollFetches(ctx)
+				if ctx.Err() != nil {
+					errs <- fmt.Errorf("consumed %d of %d records before timeout", seen, total)
+					return
+				}
+				if err := fs.Err(); err != nil {
+					errs <- err
+					return
+				}
+				for _, r := range fs.Records() {
+					var i int
+					if _, err := fmt.Sscan(string(r.Key), &i); err != nil || i < 0 || i >= total || !bytes.Equal(r.Value, want[i]) {
+						errs <- fmt.Errorf("partition %d offset %d: key %q does not match its value %q…", r.Partition, r.Offset, r.Key, r.Value[:8])
+						return
+					}
+					seen++
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -176,10 +176,12 @@ type Server struct {
 	txnBackend TransactionalBackend
 	// frames holds produce request buffers for reuse; nil unless the
 	// backend is a ProduceDataReleaser.
-	frames   *framePool
-	quotas   QuotaStore
-	throttle throttler
-	handlers map[int16]handler
+	frames *framePool
+	// answerBufs holds the encoding buffers of answers over 1 MiB.
+	answerBufs sync.Pool // of *[]byte
+	quotas     QuotaStore
+	throttle   throttler
+	handlers   map[int16]handler
 
 	// alterMu serializes topic config changes: IncrementalAlterConfigs
 	// reads a topic's configs and writes the whole new set, so two changes
