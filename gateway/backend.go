@@ -48,6 +48,15 @@ type Backend interface {
 	InitProducerID(ctx context.Context) (id int64, epoch int16, err error)
 }
 
+// ProduceDataReleaser is a backend that keeps nothing of a ProduceBatch's
+// Data once the function its Produce returned has returned (the Iggy
+// backend: the records are copied into its sends). Its produce requests'
+// buffers are then reused for later requests instead of allocated (and
+// zeroed) afresh: a third of kgate's CPU per GB produced to Iggy.
+type ProduceDataReleaser interface {
+	ReleasesProduceData() bool
+}
+
 // TransactionalBackend is a backend that stores transactions (the
 // embedded one): it knows each partition's last stable offset and its
 // aborted transactions. A backend without it has no transactions, so its

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,7 +121,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
 			return
 		}
-		frame, err := readFrameBody(br, int(size))
+		frame, err := c.s.frames.read(br, int(size))
 		if err != nil {
 			c.log.Debug("read frame", "err", err)
 			return
@@ -174,6 +175,46 @@ func readFrameBody(r io.Reader, size int) ([]byte, error) {
 	return buf, nil
 }
 
+// framePool keeps produce request buffers for reuse (Server.frames).
+type framePool struct {
+	p sync.Pool // of *[]byte
+}
+
+const (
+	minPooledFrame = frameChunk // smaller frames cost little to allocate
+	maxPooledFrame = 16 << 20
+)
+
+// read is readFrameBody into a kept buffer when one is large enough (a
+// nil pool keeps none).
+func (fp *framePool) read(r io.Reader, size int) ([]byte, error) {
+	if fp != nil && size >= minPooledFrame {
+		if bp, _ := fp.p.Get().(*[]byte); bp != nil && cap(*bp) >= size {
+			buf := (*bp)[:size]
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return nil, err
+			}
+			return buf, nil
+		}
+	}
+	return readFrameBody(r, size)
+}
+
+// releaser returns the function that hands frame back, once, for a
+// request whose bytes its handler says it is through with.
+func (fp *framePool) releaser(frame []byte) func() {
+	if fp == nil || len(frame) < minPooledFrame || cap(frame) > maxPooledFrame {
+		return nil
+	}
+	var once atomic.Bool
+	return func() {
+		if !once.Swap(true) {
+			b := frame[:0]
+			fp.p.Put(&b)
+		}
+	}
+}
+
 // start decodes one frame and runs its handler under hctx (the request
 // order waits under ctx). ok=false closes the connection.
 func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
@@ -201,6 +242,9 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer, sess: &c.sess}
+	if hdr.Key == 0 { // only handleProduce says when it is through (Request.done)
+		r.release = c.s.frames.releaser(frame)
+	}
 	if !c.order.admit(ctx, hdr.Key) {
 		return pending{}, false
 	}
@@ -270,6 +314,11 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			c.s.localizeEndpoints(resp, c.listener.Name)
 		}
 		encoding := time.Now()
+		if out == nil {
+			if bp, _ := c.s.answerBufs.Get().(*[]byte); bp != nil {
+				out = *bp
+			}
+		}
 		out = AppendResponse(out[:0], p.corr, resp)
 		c.encoding = time.Since(encoding)
 		if c.peer {
@@ -287,7 +336,12 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			}
 		}
 		if cap(out) > 1<<20 {
-			out = nil // don't pin a large fetch buffer to an idle connection
+			// Not pinned to a connection that may now idle, but kept for the
+			// next large answer on any: growing a buffer to a fetch's size
+			// afresh for every answer copied it several times over.
+			b := out[:0]
+			c.s.answerBufs.Put(&b)
+			out = nil
 		}
 	}
 	flush()

@@ -84,17 +84,21 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		wait = s.backend.Produce(ctx, batches)
 	}
 	if req.Acks == 0 {
-		r := Reply{none: true}
+		reply := Reply{none: true}
 		if wait != nil { // no answer, but the next request still sees it
-			r.done = make(chan struct{})
+			reply.done = make(chan struct{})
 			go func() {
 				wait()
-				close(r.done)
+				r.done()
+				close(reply.done)
 			}()
+		} else {
+			r.done()
 		}
-		return r
+		return reply
 	}
 	if wait == nil {
+		r.done()
 		s.addProduceLeaderHints(resp)
 		return now(resp)
 	}
@@ -102,6 +106,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		endWait := worktime.Wait(ctx) // the Raft log or Iggy
 		results := wait()
 		endWait()
+		r.done() // the backend is through with the records
 		for i, res := range results {
 			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
 			sp.ErrorCode = ErrorCode(res.Err)

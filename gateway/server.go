@@ -174,6 +174,11 @@ type Server struct {
 	txns    *txn.Coordinator
 	// txnBackend is the backend's transaction view, nil when it has none.
 	txnBackend TransactionalBackend
+	// frames holds produce request buffers for reuse; nil unless the
+	// backend is a ProduceDataReleaser.
+	frames *framePool
+	// answerBufs holds the encoding buffers of answers over 1 MiB.
+	answerBufs sync.Pool // of *[]byte
 	quotas     QuotaStore
 	throttle   throttler
 	handlers   map[int16]handler
@@ -209,6 +214,9 @@ func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, txns: cfg.Transactions, quotas: cfg.Quotas,
 		throttle: throttler{window: cfg.QuotaWindow, now: time.Now}, conns: map[*conn]struct{}{}, metrics: newMetrics()}
 	s.txnBackend, _ = backend.(TransactionalBackend)
+	if r, ok := backend.(ProduceDataReleaser); ok && r.ReleasesProduceData() {
+		s.frames = new(framePool)
+	}
 	if s.quotas == nil {
 		s.quotas, _ = backend.(QuotaStore)
 	}
@@ -439,6 +447,17 @@ type Request struct {
 	// cluster's own link); it is answered here, never forwarded again.
 	Forwarded bool
 	sess      *session // the connection's authentication state
+	// release hands the request's frame back for reuse (Produce with a
+	// ProduceDataReleaser backend; nil otherwise), once nothing reads
+	// Body's bytes any more.
+	release func()
+}
+
+// done says the handler is through with the request's bytes.
+func (r *Request) done() {
+	if r.release != nil {
+		r.release()
+	}
 }
 
 // Reply is a handler's answer: a response now, one later, or none (acks=0).

@@ -95,6 +95,9 @@ type nodeOpts struct {
 	// producerExpiry runs the embedded backend's producer expiry service
 	// (nil: not run).
 	producerExpiry *embedded.ProducerExpiry
+	// wrap, if set, gives the backend the gateway serves (the embedded
+	// one wrapped).
+	wrap func(*embedded.Backend) gateway.Backend
 }
 
 func startNodeOpts(t testing.TB, mod func(*gateway.Config), groups bool, o nodeOpts) *testNode {
@@ -184,7 +187,11 @@ func tryStartNode(t testing.TB, mod func(*gateway.Config), dir string, groups bo
 			node.RunWhileLeader("transaction expiry", cfg.Transactions.ExpireTransactions)
 		}
 	}
-	srv := gateway.New(cfg, backend, node)
+	var gwBackend gateway.Backend = backend
+	if o.wrap != nil {
+		gwBackend = o.wrap(backend)
+	}
+	srv := gateway.New(cfg, gwBackend, node)
 	if err := srv.Listen(); err != nil {
 		stop()
 		node.Shutdown()

@@ -48,10 +48,15 @@ type Client struct {
 	// the batch it carries, and allocating (and zeroing) one per send was
 	// a fifth of the produce path's CPU.
 	sendBufs sync.Pool // of *[]byte
+	// pollBufs holds PollMessages reply bodies handed back by Release.
+	pollBufs sync.Pool // of *[]byte
 }
 
-// maxPooledSend bounds the bodies kept for reuse.
-const maxPooledSend = 16 << 20
+// maxPooledSend and maxPooledPoll bound the bodies kept for reuse.
+const (
+	maxPooledSend = 16 << 20
+	maxPooledPoll = 16 << 20
+)
 
 type pooled struct {
 	*Conn
@@ -377,17 +382,39 @@ func (cl *Client) SendMessages(ctx context.Context, stream, topic Identifier, p 
 	return conf, d, err
 }
 
-// PollMessages reads messages.
+// PollMessages reads messages. Their payloads and headers alias the
+// reply; a caller done with all of them may hand it back with Release.
 func (cl *Client) PollMessages(ctx context.Context, p Poll) (*PolledMessages, error) {
 	req, err := PollMessages(p)
 	if err != nil {
 		return nil, err
 	}
+	if bp, _ := cl.pollBufs.Get().(*[]byte); bp != nil {
+		req.reply = *bp
+	}
 	r, d, err := cl.call(ctx, !p.AutoCommit, func(Dialect) (Request, error) { return req, nil })
 	if err != nil {
 		return nil, err
 	}
-	return DecodePollMessagesReply(d, r.Body)
+	out, err := DecodePollMessagesReply(d, r.Body)
+	if err != nil {
+		return nil, err
+	}
+	out.body = r.Body
+	return out, nil
+}
+
+// Release hands the reply storage of m back for later polls. Nothing of m
+// (payloads, headers) may be used afterwards; m is emptied.
+func (cl *Client) Release(m *PolledMessages) {
+	if m == nil || m.body == nil {
+		return
+	}
+	b := m.body[:0]
+	m.body, m.Messages = nil, nil
+	if cap(b) <= maxPooledPoll {
+		cl.pollBufs.Put(&b)
+	}
 }
 
 // StoreConsumerOffset stores a consumer offset (Ack applies to Current).

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,32 @@ func checkClientRoundTrip(t *testing.T, cl *iggy.Client) {
 			h, err := iggy.DecodeUserHeaders(m.UserHeaders)
 			if err != nil || len(h) != 1 || string(h[0].Value.Value) != "\x01\x02\x03" {
 				t.Fatalf("headers %+v %v", h, err)
+			}
+			// Polls after a Release reuse its storage: larger, then smaller
+			// replies than the one handed back still read exactly.
+			cl.Release(got)
+			if got.Messages != nil {
+				t.Fatal("Release left the messages in place")
+			}
+			for _, want := range []string{"m0 m1 m2 m0", "m2 m0", "m0 m1 m2 m0"} {
+				from := uint64(4 - len(strings.Fields(want)))
+				again, err := cl.PollMessages(ctx, iggy.Poll{Consumer: iggy.Consumer{Kind: iggy.ConsumerSingle, ID: iggy.NumericID(1)},
+					Stream: iggy.NamedID("s"), Topic: iggy.NamedID("t"), Partition: iggy.Partition(part),
+					Kind: iggy.PollOffset, Value: from, Count: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var payloads []string
+				for i, m := range again.Messages {
+					if m.Offset != from+uint64(i) {
+						t.Fatalf("poll from %d: message %d at offset %d", from, i, m.Offset)
+					}
+					payloads = append(payloads, string(m.Payload))
+				}
+				if strings.Join(payloads, " ") != want {
+					t.Fatalf("poll from %d after a release: %q, want %q", from, payloads, want)
+				}
+				cl.Release(again)
 			}
 			// Topic details and the not-found answers.
 			td2, found, err := cl.GetTopic(ctx, iggy.NamedID("s"), iggy.NamedID("t"))

@@ -333,7 +333,7 @@ func (c *Conn) Do(ctx context.Context, req Request) (*Reply, error) {
 		return nil, err
 	}
 	for {
-		r, err := c.roundTrip(hdr, req.Body, id)
+		r, err := c.roundTrip(hdr, req.Body, req.reply, id)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				err = fmt.Errorf("%w (%v)", ctxErr, err)
@@ -375,12 +375,12 @@ func resultFramed(req Request) bool {
 	return op == OpRegister || (op >= 128 && op < 160) || op == OpStoreConsumerOffset || op == OpDeleteConsumerOffset
 }
 
-func (c *Conn) roundTrip(hdr, body []byte, id uint64) (*Reply, error) {
+func (c *Conn) roundTrip(hdr, body, replyBuf []byte, id uint64) (*Reply, error) {
 	if err := c.send(hdr, body); err != nil {
 		c.fail(err)
 		return nil, fmt.Errorf("%w: %w", ErrConnClosed, err)
 	}
-	r, err := ReadReply(c.dialect, c.br)
+	r, err := readReplyInto(c.dialect, c.br, replyBuf)
 	if err != nil {
 		c.fail(err)
 		return nil, fmt.Errorf("%w: %w", ErrConnClosed, err)

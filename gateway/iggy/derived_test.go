@@ -1,7 +1,10 @@
 package iggy
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -378,6 +381,31 @@ func TestSendMessagesVariants(t *testing.T) {
 			t.Fatalf("frame checksum %x, want %x", m.Checksum, got)
 		}
 		frames = frames[n:]
+	}
+	// The batch checksum covers header bytes 0..40, the message count and
+	// the message checksums (§6.3).
+	want := append(append([]byte{}, batch[:40]...), batch[48:52]...)
+	for _, m := range pm.Messages {
+		want = binary.LittleEndian.AppendUint64(want, m.Checksum)
+	}
+	if got := binary.LittleEndian.Uint64(batch[40:]); got != xxh3.Hash(want) {
+		t.Fatalf("batch checksum %x, want %x", got, xxh3.Hash(want))
+	}
+	// Encoding into a reused buffer (of any size and content) gives the
+	// same bytes, in both dialects.
+	for _, d := range []Dialect{Current, Legacy} {
+		fresh, err := SendMessages(d, NumericID(0), NumericID(0), Balanced(), msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{0, len(fresh.Body) - 1, len(fresh.Body), len(fresh.Body) + 100} {
+			dirty := bytes.Repeat([]byte{0xee}, size)
+			again, err := AppendSendMessages(dirty, d, NumericID(0), NumericID(0), Balanced(), msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eqBytes(t, fmt.Sprintf("%v body into a buffer of %d bytes", d, size), again.Body, fresh.Body)
+		}
 	}
 
 	// Invalid inputs.

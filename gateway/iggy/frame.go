@@ -296,6 +296,12 @@ func DecodeReply(d Dialect, frame []byte) (*Reply, error) {
 // ReadReply reads one reply from rd. The body buffer grows with the bytes
 // actually received, so a lying size field cannot force a large allocation.
 func ReadReply(d Dialect, rd io.Reader) (*Reply, error) {
+	return readReplyInto(d, rd, nil)
+}
+
+// readReplyInto is ReadReply reading the body into buf's storage when it
+// is large enough.
+func readReplyInto(d Dialect, rd io.Reader, buf []byte) (*Reply, error) {
 	if err := d.valid(); err != nil {
 		return nil, err
 	}
@@ -307,7 +313,7 @@ func ReadReply(d Dialect, rd io.Reader) (*Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := readN(rd, n)
+	body, err := readN(rd, n, buf)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +321,19 @@ func ReadReply(d Dialect, rd io.Reader) (*Reply, error) {
 	return r, nil
 }
 
-func readN(rd io.Reader, n int) ([]byte, error) {
+func readN(rd io.Reader, n int, into []byte) ([]byte, error) {
+	if into != nil && n <= cap(into) {
+		// Storage the caller already has: no allocation, and a lying size
+		// costs nothing more.
+		b := into[:n]
+		if _, err := io.ReadFull(rd, b); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return b, nil
+	}
 	// Replies up to 16 MiB (a poll's worth) get their whole buffer at
 	// once; beyond that the buffer grows as bytes arrive, so a bogus
 	// length costs at most 16 MiB more than the bytes really sent.

@@ -191,7 +191,7 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 	}
 	meta.u32(uint32(len(msgs)))
 
-	hdrs := make([][]byte, len(msgs))
+	var hdrs [][]byte // made once a message has headers (most have none)
 	total := uint64(0)
 	minTS := uint64(math.MaxUint64)
 	per := uint64(messageHeaderSize)
@@ -206,7 +206,12 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 		if err != nil {
 			return Request{}, fmt.Errorf("message %d: %w", i, err)
 		}
-		hdrs[i] = h
+		if len(h) > 0 && hdrs == nil {
+			hdrs = make([][]byte, len(msgs))
+		}
+		if hdrs != nil {
+			hdrs[i] = h
+		}
 		total += per + uint64(len(m.Payload)) + uint64(len(h))
 		minTS = min(minTS, m.OriginTimestamp)
 	}
@@ -219,9 +224,22 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 	} else if bodyLen > math.MaxUint32-4 {
 		return Request{}, fmt.Errorf("%w: SendMessages body of %d bytes", ErrFrameTooLarge, bodyLen)
 	}
+	// A Current body carries the input of its batch checksum past its end
+	// (the batch header's fields, then each message's checksum), so it
+	// needs no buffer of its own.
+	scratch := uint64(0)
+	if d == Current {
+		scratch = 44 + 8*uint64(len(msgs))
+	}
 	w := &writer{b: buf[:0]}
-	if uint64(cap(buf)) < bodyLen {
-		w.b = make([]byte, 0, bodyLen)
+	if uint64(cap(buf)) < bodyLen+scratch {
+		w.b = make([]byte, 0, bodyLen+scratch)
+	}
+	hdrOf := func(i int) []byte {
+		if hdrs == nil {
+			return nil
+		}
+		return hdrs[i]
 	}
 	w.u32(uint32(len(meta.b)))
 	w.bytes(meta.b)
@@ -229,7 +247,7 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 	if d == Legacy {
 		end := uint32(0)
 		for i, m := range msgs {
-			end += uint32(legacyMsgHeader + len(m.Payload) + len(hdrs[i]))
+			end += uint32(legacyMsgHeader + len(m.Payload) + len(hdrOf(i)))
 			w.u32(0)
 			w.u32(end)
 			w.u64(0)
@@ -240,11 +258,11 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 			w.u64(0) // offset
 			w.u64(0) // timestamp
 			w.u64(m.OriginTimestamp)
-			w.u32(uint32(len(hdrs[i])))
+			w.u32(uint32(len(hdrOf(i))))
 			w.u32(uint32(len(m.Payload)))
 			w.u64(0)
 			w.bytes(m.Payload)
-			w.bytes(hdrs[i])
+			w.bytes(hdrOf(i))
 		}
 		return Request{Code: CodeSendMessages, Operation: OpSendMessages, Body: w.b}, nil
 	}
@@ -257,7 +275,9 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 	w.u64(0) // batch checksum, patched below
 	w.u32(uint32(len(msgs)))
 	w.zeros(204)
-	sums := make([]uint64, len(msgs))
+	cs := w.b[bodyLen : bodyLen+scratch]
+	copy(cs, w.b[bh:bh+40])
+	copy(cs[40:], w.b[bh+48:bh+52])
 	for i, m := range msgs {
 		delta := m.OriginTimestamp - minTS
 		if delta > math.MaxUint32 {
@@ -269,21 +289,16 @@ func AppendSendMessages(buf []byte, d Dialect, stream, topic Identifier, p Parti
 		w.bytes(m.ID[:])
 		w.u32(uint32(i))
 		w.u32(uint32(delta))
-		w.u32(uint32(len(hdrs[i])))
+		w.u32(uint32(len(hdrOf(i))))
 		w.u32(uint32(len(m.Payload)))
 		w.u64(0)
 		w.bytes(m.Payload)
-		w.bytes(hdrs[i])
-		sums[i] = xxh3.Hash(w.b[start+8:])
-		binary.LittleEndian.PutUint64(w.b[start:], sums[i])
+		w.bytes(hdrOf(i))
+		sum := xxh3.Hash(w.b[start+8:])
+		binary.LittleEndian.PutUint64(w.b[start:], sum)
+		binary.LittleEndian.PutUint64(cs[44+8*i:], sum)
 	}
-	// batch checksum: header fields 0..40 (minus nothing), message_count, then the message checksums.
-	cs := make([]byte, 0, 44+8*len(msgs))
-	cs = append(cs, w.b[bh:bh+40]...)
-	cs = append(cs, w.b[bh+48:bh+52]...)
-	for _, s := range sums {
-		cs = binary.LittleEndian.AppendUint64(cs, s)
-	}
+	// batch checksum: header fields 0..40, message_count, then the message checksums.
 	binary.LittleEndian.PutUint64(w.b[bh+40:], xxh3.Hash(cs))
 	return Request{Code: CodeSendMessages, Operation: OpSendMessages, Body: w.b}, nil
 }
@@ -392,6 +407,8 @@ type PolledMessages struct {
 	CurrentOffset uint64 // last committed offset (§8)
 	Count         uint32 // messages_count as sent by the server
 	Messages      []PolledMessage
+
+	body []byte // the reply the messages alias, for Client.Release
 }
 
 // DecodePollMessagesReply decodes a PollMessages reply body.

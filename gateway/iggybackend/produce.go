@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -87,6 +88,12 @@ func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) f
 	}
 }
 
+// ReleasesProduceData: nothing of a batch's bytes is kept once the
+// function Produce returns has returned (its records are copied into a
+// SendMessages body, sent before each batch is answered), so the gateway
+// may reuse produce request buffers.
+func (b *Backend) ReleasesProduceData() bool { return true }
+
 // enqueue adds it to p's queue, starting p's sender if idle. It fails once
 // the backend is closing.
 func (b *Backend) enqueue(p *partition, it *sendItem) bool {
@@ -164,6 +171,7 @@ func (p *partition) send(round []*sendItem) {
 	var accepted []*sendItem
 	var undo []func()
 	var msgs []iggy.Message
+	var parts [][]iggy.Message // each new batch's messages
 	for _, it := range round {
 		if it.batch.ProducerID >= 0 {
 			off, dup, rollback, err := p.checkSequence(ctx, it.batch)
@@ -179,7 +187,12 @@ func (p *partition) send(round []*sendItem) {
 			undo = append(undo, rollback)
 		}
 		accepted = append(accepted, it)
-		msgs = append(msgs, it.msgs...)
+		parts = append(parts, it.msgs)
+	}
+	if len(parts) == 1 {
+		msgs = parts[0] // most rounds carry one batch: no copy
+	} else {
+		msgs = slices.Concat(parts...)
 	}
 	if len(accepted) == 0 {
 		return

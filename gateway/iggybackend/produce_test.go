@@ -1,6 +1,13 @@
 package iggybackend
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/gateway/records"
+)
 
 func TestProducerRemembersBatchOffsets(t *testing.T) {
 	ps := newProducer(0)
@@ -42,4 +49,52 @@ func TestProducerRunsAreBounded(t *testing.T) {
 	if off, ok := ps.offsetOf(999); !ok || off != 1998 {
 		t.Errorf("offsetOf(999) = %d, %v; want 1998", off, ok)
 	}
+}
+
+// TestProduceKeepsNoData: the backend says (ReleasesProduceData) that a
+// batch's bytes may be reused once Produce's wait has returned, and the
+// gateway then reads the next request into them: overwriting every batch
+// right after its wait, while more batches (several per round) are on
+// their way, changes nothing that is read back.
+func TestProduceKeepsNoData(t *testing.T) {
+	forDialects(t, func(t *testing.T, d iggy.Dialect) {
+		h := newHarness(t, d)
+		if !h.b.ReleasesProduceData() {
+			t.Fatal("the Iggy backend should release produce data")
+		}
+		h.create("reuse", 1, nil)
+		const batches, perBatch = 40, 50
+		var want [][]byte
+		var waits []func() []gateway.ProduceResult
+		var datas [][]byte
+		for i := range batches {
+			var recs []records.Record
+			for j := range perBatch {
+				v := bytes.Repeat([]byte{byte('a' + (i+j)%26)}, 1000+i)
+				want = append(want, v)
+				recs = append(recs, records.Record{Value: v, Timestamp: 1_700_000_000_000})
+			}
+			pb := batch(t, plain, recs...)
+			pb.Topic, pb.Partition = "reuse", 0
+			datas = append(datas, pb.Data)
+			waits = append(waits, h.b.Produce(h.ctx, []gateway.ProduceBatch{pb}))
+		}
+		for i, wait := range waits {
+			if res := wait()[0]; res.Err != nil || res.BaseOffset != int64(i*perBatch) {
+				t.Fatalf("batch %d: offset %d, %v", i, res.BaseOffset, res.Err)
+			}
+			for k := range datas[i] {
+				datas[i][k] = 0xee // what the gateway's next request might hold
+			}
+		}
+		got, _ := h.readAll("reuse", 0, 0)
+		if len(got) != len(want) {
+			t.Fatalf("read %d records, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].Value, want[i]) {
+				t.Fatalf("record %d changed after its batch's buffer was reused: %q…", i, got[i].Value[:min(8, len(got[i].Value))])
+			}
+		}
+	})
 }

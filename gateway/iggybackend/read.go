@@ -137,6 +137,8 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if len(msgs) > 0 {
 		next = int64(msgs[0].Offset) // polled, but not in this answer
 	}
+	// The answer holds copies (BuildBatch): the poll's reply can go back.
+	b.client.Release(r)
 	if next < end && maxBytes <= readAheadMaxBytes {
 		// A consumer reading through a backlog asks for next.
 		b.startReadAhead(t, p, next, count)
