@@ -56,7 +56,13 @@ type Config struct {
 	SaveEvery uint32
 	// MaxUncompressed bounds the decompressed size of a produced batch.
 	MaxUncompressed int
-	Log             *slog.Logger
+	// Txns is the replicated transaction state (the FSM); nil: every
+	// transactional batch is refused with INVALID_TXN_STATE.
+	Txns TxnState
+	// AwaitCaughtUp waits (bounded by ctx) until this node has applied
+	// the entries committed when called (cluster.Node.AwaitCaughtUp).
+	AwaitCaughtUp func(ctx context.Context) bool
+	Log           *slog.Logger
 }
 
 // Backend implements gateway.Backend over an Iggy server.
