@@ -115,12 +115,26 @@ func TestExternalTransactionLifecycle(t *testing.T) {
 	// A commit moves nothing into the aborted list.
 	b := h2.init("b", -1, -1)
 	h2.txn(&AddExtTxnPartitions{TxnProducer: h2.prod("b", b), Partitions: []TopicPartition{tp}, Firsts: []int64{30}})
+	h2.txn(&AddTxnGroup{TxnProducer: h2.prod("b", b), Group: "g"})
+	h2.txn(&TxnCommitOffsets{TxnProducer: h2.prod("b", b), Group: "g", Generation: -1, MaxGroups: 10,
+		Offsets: []OffsetCommit{{Topic: "in", Partition: 0, Offset: 7, LeaderEpoch: -1}}})
 	h2.txn(&EndTxn{TxnProducer: h2.prod("b", b), Commit: true})
+	// Prepared, the offsets are still pending: a consumer asking for stable
+	// offsets waits (UNSTABLE_OFFSET_COMMIT) rather than read the old ones.
+	if p := dst.PendingTxnOffsets("g"); !p[TopicPartition{"in", 0}] {
+		t.Fatalf("pending offsets while the commit is prepared: %v", p)
+	}
+	if offs, _ := dst.CommittedOffsets("g"); len(offs) != 0 {
+		t.Fatalf("offsets committed before the markers: %v", offs)
+	}
 	if r := h2.txn(&CompleteTxn{TxnProducer: h2.prod("b", b), Commit: true, Partitions: []TopicPartition{tp}, Offsets: []int64{33}}); r.Code != 0 {
 		t.Fatalf("commit: %+v", r)
 	}
 	if v, _ := dst.Transaction("b"); v.State != TxnCompleteCommit {
 		t.Fatalf("b: %+v", v)
+	}
+	if offs, _ := dst.CommittedOffsets("g"); offs[TopicPartition{"in", 0}].Offset != 7 || len(dst.PendingTxnOffsets("g")) != 0 {
+		t.Fatalf("offsets after the commit: %v", offs)
 	}
 	if lso := dst.ExtLastStableOffset(tp, 34); lso != 34 {
 		t.Fatalf("LSO after the commit: %d", lso)

@@ -687,7 +687,7 @@ func (f *FSM) PendingTxnOffsets(group string) map[TopicPartition]bool {
 	defer f.mu.RUnlock()
 	var out map[TopicPartition]bool
 	for _, t := range f.txns {
-		if t.state != TxnOngoing {
+		if t.state != TxnOngoing && !t.preparing() { // prepared: offsets still staged
 			continue
 		}
 		for tp := range t.offsets[group] {
