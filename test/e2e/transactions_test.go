@@ -411,16 +411,30 @@ func TestClusterGroupTransactSessionLeaderKill9(t *testing.T) {
 	if err != nil || ends.Error() != nil {
 		t.Fatalf("input end offsets: %v %v", err, ends.Error())
 	}
+	var lastCheck string // what drained last saw, for the failure message
+	// Each check asks with a client of its own: a client that cached the
+	// killed leader as the group's coordinator keeps dialling it (franz-go
+	// drops a cached coordinator on NOT_COORDINATOR, not on a dead
+	// connection), and the check is about the group's offsets, not that.
 	drained := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		offs, err := adm.FetchOffsets(ctx, group)
+		checkCl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...))
 		if err != nil {
+			t.Fatal(err)
+		}
+		defer checkCl.Close()
+		offs, err := kadm.NewClient(checkCl).FetchOffsets(ctx, group)
+		if err != nil {
+			lastCheck = "fetch offsets: " + err.Error()
 			return false
 		}
 		done := true
+		lastCheck = "committed/end:"
 		ends.Each(func(e kadm.ListedOffset) {
-			if o, ok := offs.Lookup(in, e.Partition); !ok || o.At < e.Offset {
+			o, ok := offs.Lookup(in, e.Partition)
+			lastCheck += fmt.Sprintf(" p%d %d/%d", e.Partition, o.At, e.Offset)
+			if !ok || o.At < e.Offset {
 				done = false
 			}
 		})
@@ -454,7 +468,7 @@ func TestClusterGroupTransactSessionLeaderKill9(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for !drained() {
 		if time.Now().After(deadline) {
-			t.Fatalf("input not drained within 3 minutes (%d records moved in committed transactions, %d sessions)", moved, sessions)
+			t.Fatalf("input not drained within 3 minutes (%d records moved in committed transactions, %d sessions; %s)", moved, sessions, lastCheck)
 		}
 		pollCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		fs := sess.PollRecords(pollCtx, 40)
