@@ -56,7 +56,8 @@ func decodeAddExtTxnPartitions(d *dec) *AddExtTxnPartitions {
 
 // CompleteTxn completes a transaction in PrepareCommit or PrepareAbort
 // once the coordinator has written its markers: Offsets[i] is the marker's
-// offset in Partitions[i]. A retry after completion answers NONE.
+// offset in Partitions[i], -1 when the partition was deleted. A retry after
+// completion answers NONE.
 type CompleteTxn struct {
 	TxnProducer
 	Commit     bool
@@ -156,7 +157,7 @@ func (f *FSM) applyCompleteTxn(c *CompleteTxn) any {
 			continue
 		}
 		delete(p.ongoing, t.producerID)
-		if !c.Commit {
+		if !c.Commit && marker >= 0 { // -1: the partition is gone, no marker
 			p.aborted = append(p.aborted, AbortedTxn{ProducerID: t.producerID, FirstOffset: first, LastOffset: marker})
 		}
 	}

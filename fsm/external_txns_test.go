@@ -158,3 +158,24 @@ func TestExternalTxnCommandsNeedTheirLevel(t *testing.T) {
 		}
 	}
 }
+
+// A partition deleted before the markers were written (offset -1 in
+// CompleteTxn) has no marker and no aborted transaction, and no longer
+// holds back the others.
+func TestCompleteTxnWithADeletedPartition(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelExternalTxns})
+	gone, kept := TopicPartition{"gone", 0}, TopicPartition{"kept", 0}
+	a := h.init("a", -1, -1)
+	h.txn(&AddExtTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{gone, kept}, Firsts: []int64{3, 4}})
+	h.txn(&EndTxn{TxnProducer: h.prod("a", a), Commit: false})
+	if r := h.txn(&CompleteTxn{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{gone, kept}, Offsets: []int64{-1, 9}}); r.Code != 0 {
+		t.Fatalf("complete: %+v", r)
+	}
+	if got := h.f.ExtAbortedTxns(gone, 0, 100); len(got) != 0 || h.f.ExtLastStableOffset(gone, 5) != 5 {
+		t.Fatalf("deleted partition: aborted %+v, LSO %d", got, h.f.ExtLastStableOffset(gone, 5))
+	}
+	if got := h.f.ExtAbortedTxns(kept, 0, 100); len(got) != 1 || got[0] != (AbortedTxn{a.ProducerID, 4, 9}) {
+		t.Fatalf("kept partition: aborted %+v", got)
+	}
+}

@@ -125,7 +125,8 @@ func (b *Backend) NextOffsets(ctx context.Context, parts []fsm.TopicPartition) (
 }
 
 // WriteMarker appends a transaction marker to each partition, through the
-// partition's send queue, and returns their offsets.
+// partition's send queue, and returns their offsets: -1 for a partition
+// whose topic is gone.
 func (b *Backend) WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error) {
 	m, err := EncodeMarker(producerID, epoch, commit, 0, nowMs)
 	if err != nil {
@@ -151,6 +152,12 @@ func (b *Backend) WriteMarker(ctx context.Context, producerID int64, epoch int16
 		case <-it.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+		if errors.Is(it.res.Err, kerr.UnknownTopicOrPartition) {
+			// Deleted since (as the embedded backend skips a deleted
+			// topic): no marker, and nothing left to read there.
+			offsets[i] = -1
+			continue
 		}
 		if it.res.Err != nil {
 			return nil, fmt.Errorf("marker in %s/%d: %w", parts[i].Topic, parts[i].Partition, it.res.Err)
