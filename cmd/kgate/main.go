@@ -390,7 +390,6 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, state *fsm.
 		SaveEvery:       uint32(cfg.IggySaveEvery),
 		MaxUncompressed: cfg.MaxFrameBytes,
 		Txns:            state,
-		AwaitCaughtUp:   node.AwaitCaughtUp,
 		Log:             log.With("backend", "iggy"),
 	})
 	if err != nil {

@@ -59,10 +59,7 @@ type Config struct {
 	// Txns is the replicated transaction state (the FSM); nil: every
 	// transactional batch is refused with INVALID_TXN_STATE.
 	Txns TxnState
-	// AwaitCaughtUp waits (bounded by ctx) until this node has applied
-	// the entries committed when called (cluster.Node.AwaitCaughtUp).
-	AwaitCaughtUp func(ctx context.Context) bool
-	Log           *slog.Logger
+	Log  *slog.Logger
 }
 
 // Backend implements gateway.Backend over an Iggy server.

@@ -30,16 +30,22 @@ type TxnState interface {
 }
 
 // caughtUpWait bounds how long a transactional batch waits for this
-// node's FSM to apply the AddPartitionsToTxn the coordinator answered.
-const caughtUpWait = 2 * time.Second
+// node's FSM to apply the AddPartitionsToTxn the coordinator answered, and
+// txnCheckEvery is how often it looks (the FSM has no apply notification;
+// cluster.Node.AwaitCaughtUp polls as often).
+const (
+	caughtUpWait  = 2 * time.Second
+	txnCheckEvery = 5 * time.Millisecond
+)
 
 // checkTxnBatch decides whether a transactional batch may be written: its
 // producer must not be fenced (an older epoch than the coordinator's), and
 // the partition must be in its open transaction here, as this node's FSM
 // knows it. Without the latter, a read_committed fetch through this node
 // could take the batch for a committed one. A node whose FSM lags the
-// coordinator waits for it to catch up, then answers NOT_ENOUGH_REPLICAS,
-// which the producer retries.
+// coordinator waits until it has applied the partition's addition, at most
+// caughtUpWait, then answers NOT_ENOUGH_REPLICAS, which the producer
+// retries.
 func (b *Backend) checkTxnBatch(ctx context.Context, pb gateway.ProduceBatch) error {
 	st := b.cfg.Txns
 	if st == nil {
@@ -57,13 +63,23 @@ func (b *Backend) checkTxnBatch(ctx context.Context, pb gateway.ProduceBatch) er
 		return kerr.NotEnoughReplicas
 	}
 	err := check()
-	if errors.Is(err, kerr.NotEnoughReplicas) && b.cfg.AwaitCaughtUp != nil {
-		wctx, cancel := context.WithTimeout(ctx, caughtUpWait)
-		caught := b.cfg.AwaitCaughtUp(wctx)
-		cancel()
-		if caught {
-			err = check()
+	if !errors.Is(err, kerr.NotEnoughReplicas) {
+		return err
+	}
+	// This node's FSM has not applied the AddPartitionsToTxn yet (the
+	// coordinator answered once a majority had it): wait for it, checking
+	// as entries are applied here.
+	wctx, cancel := context.WithTimeout(ctx, caughtUpWait)
+	defer cancel()
+	tick := time.NewTicker(txnCheckEvery)
+	defer tick.Stop()
+	for errors.Is(err, kerr.NotEnoughReplicas) {
+		select {
+		case <-wctx.Done():
+			return err
+		case <-tick.C:
 		}
+		err = check()
 	}
 	return err
 }
