@@ -23,11 +23,11 @@ deps:
 # then against each real iggy-server in ../shared/iggy (IGGY_SHARED), in its
 # dialect and with --iggy-protocol auto (scripts/iggy-real-tier.sh; without
 # the folder that tier says it was skipped).
-IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy
+IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy|TestJavaTransactions$$|TestClusterTransactionsLeaderKill9|TestClusterGroupTransactSessionLeaderKill9
 
 test: deps build lint
 	$(GO) test -race -count=1 -timeout 45m ./...
-	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
+	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 60m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
 	$(MAKE) e2e-iggy-real
 	$(MAKE) chaos-short
 	$(MAKE) fuzz
@@ -35,7 +35,7 @@ test: deps build lint
 # Only the Iggy tier against the double (KGATE_E2E_IGGY_DIALECT=legacy for
 # the legacy dialect, IGGY_SERVER_BIN=/path/to/iggy-server for a real server).
 e2e-iggy: build
-	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 30m -run '$(IGGY_E2E)' ./test/e2e/ -v
+	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 60m -run '$(IGGY_E2E)' ./test/e2e/ -v
 
 # Only the real-server Iggy tier (the real servers of ../shared/iggy).
 e2e-iggy-real: build

@@ -22,15 +22,17 @@ const (
 	KindAlterTopicConfigs Kind = 17
 	KindSetFeatureLevel   Kind = 18 // features.go
 	// 40-46 are the transaction commands (transactions.go).
-	KindInitTxnProducer  Kind = 40
-	KindAddTxnPartitions Kind = 41
-	KindAddTxnGroup      Kind = 42
-	KindTxnCommitOffsets Kind = 43
-	KindEndTxn           Kind = 44
-	KindExpireTxn        Kind = 45
-	KindExpireTxnIDs     Kind = 46
-	KindExpireProducers  Kind = 47 // append.go
-	KindWriteTxnMarkers  Kind = 48 // transactions.go
+	KindInitTxnProducer     Kind = 40
+	KindAddTxnPartitions    Kind = 41
+	KindAddTxnGroup         Kind = 42
+	KindTxnCommitOffsets    Kind = 43
+	KindEndTxn              Kind = 44
+	KindExpireTxn           Kind = 45
+	KindExpireTxnIDs        Kind = 46
+	KindExpireProducers     Kind = 47 // append.go
+	KindWriteTxnMarkers     Kind = 48 // transactions.go
+	KindAddExtTxnPartitions Kind = 49 // external_txns.go
+	KindCompleteTxn         Kind = 50 // external_txns.go
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -134,6 +136,10 @@ var commands = map[Kind]commandSpec{
 		(*FSM).applyExpireProducers),
 	KindWriteTxnMarkers: row("WriteTxnMarkers", []Level{LevelTxnMarkers}, v1(decodeWriteTxnMarkers),
 		(*FSM).applyWriteTxnMarkers),
+	KindAddExtTxnPartitions: row("AddExtTxnPartitions", []Level{LevelExternalTxns}, v1(decodeAddExtTxnPartitions),
+		(*FSM).applyAddExtTxnPartitions),
+	KindCompleteTxn: row("CompleteTxn", []Level{LevelExternalTxns}, v1(decodeCompleteTxn),
+		(*FSM).applyCompleteTxn),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

@@ -51,10 +51,15 @@ const (
 	// abort), and the snapshot section of the coordinator epochs they leave
 	// on producers.
 	LevelTxnMarkers Level = 8
+	// LevelExternalTxns: transactions over partitions kept outside the FSM
+	// (the Iggy backend): AddExtTxnPartitions (kind 49) and CompleteTxn
+	// (kind 50), the PrepareCommit and PrepareAbort states, and the
+	// snapshot section of those partitions' open and aborted transactions.
+	LevelExternalTxns Level = 9
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelTxnMarkers
+	LatestLevel = LevelExternalTxns
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

@@ -58,6 +58,7 @@ type FSM struct {
 	acls           map[ACL]struct{}                              // acls.go
 	txns           map[string]*txn                               // by transactional id (transactions.go)
 	txnByPID       map[int64]string                              // producer id → transactional id, derived from txns
+	ext            map[TopicPartition]*extPartition              // transactions in partitions outside the FSM (external_txns.go)
 
 	applied  atomic.Uint64 // index of the last applied entry
 	applying uint64        // index of the entry being applied; only Apply's goroutine uses it
@@ -97,7 +98,7 @@ func Open(opts Options) (*FSM, error) {
 	f := &FSM{opts: opts, log: opts.Logger, topics: map[string]*Topic{}, nextProducerID: 1, groups: map[string]*Group{},
 		quotas: map[string]*clientQuota{}, scram: map[string]map[ScramMechanism]ScramCredential{},
 		acls: map[ACL]struct{}{},
-		txns: map[string]*txn{}, txnByPID: map[int64]string{}}
+		txns: map[string]*txn{}, txnByPID: map[int64]string{}, ext: map[TopicPartition]*extPartition{}}
 	if err := os.MkdirAll(f.topicsDir(), 0o755); err != nil {
 		return nil, err
 	}

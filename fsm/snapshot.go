@@ -76,6 +76,9 @@ func (f *FSM) encodeMeta(e *enc) {
 		if l >= LevelTxnMarkers {
 			f.encodeCoordEpochsLocked(e)
 		}
+		if l >= LevelExternalTxns {
+			f.encodeExtTxnsLocked(e)
+		}
 	}
 }
 
@@ -124,6 +127,7 @@ type meta struct {
 	scram          map[string]map[ScramMechanism]ScramCredential
 	acls           map[ACL]struct{}
 	txns           *txnMeta
+	ext            map[TopicPartition]*extPartition
 }
 
 func decodeMeta(d *dec) *meta {
@@ -170,6 +174,9 @@ func decodeMeta(d *dec) *meta {
 		}
 		if m.level >= LevelTxnMarkers {
 			decodeCoordEpochs(d, m.topics)
+		}
+		if m.level >= LevelExternalTxns {
+			m.ext = decodeExtTxns(d)
 		}
 	}
 	return m
@@ -382,6 +389,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 	}
 	for id, t := range f.txns {
 		f.txnByPID[t.producerID] = id
+	}
+	f.ext = m.ext
+	if f.ext == nil {
+		f.ext = map[TopicPartition]*extPartition{}
 	}
 	keep := map[string]bool{}
 	for _, mt := range m.topics {

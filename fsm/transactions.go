@@ -37,7 +37,16 @@ const (
 	TxnOngoing
 	TxnCompleteCommit
 	TxnCompleteAbort
+	// TxnPrepareCommit and TxnPrepareAbort: the transaction has ended and
+	// its markers are being written into partitions outside the FSM (the
+	// Iggy backend); CompleteTxn completes it. Only transactions with such
+	// partitions (LevelExternalTxns) pass through them.
+	TxnPrepareCommit
+	TxnPrepareAbort
 )
+
+// preparing tells whether the transaction waits for its markers.
+func (t *txn) preparing() bool { return t.state == TxnPrepareCommit || t.state == TxnPrepareAbort }
 
 func (s TxnState) String() string {
 	switch s {
@@ -49,6 +58,10 @@ func (s TxnState) String() string {
 		return "CompleteCommit"
 	case TxnCompleteAbort:
 		return "CompleteAbort"
+	case TxnPrepareCommit:
+		return "PrepareCommit"
+	case TxnPrepareAbort:
+		return "PrepareAbort"
 	}
 	return fmt.Sprintf("TxnState(%d)", uint8(s))
 }
@@ -277,6 +290,10 @@ func (f *FSM) applyInitTxnProducer(c *InitTxnProducer) any {
 		!(c.ExpectedID == t.lastProducerID && epochExhausted(c.ExpectedEpoch)) {
 		return &TxnResult{Code: ErrProducerFenced, ProducerID: -1, Epoch: -1}
 	}
+	if t.preparing() {
+		// Markers still on their way, as Kafka answers in Prepare states.
+		return &TxnResult{Code: ErrConcurrentTransactions, ProducerID: -1, Epoch: -1}
+	}
 	if t.state == TxnOngoing {
 		// Fence the current producer and abort its transaction; the caller
 		// retries (CONCURRENT_TRANSACTIONS) and gets the epoch after that.
@@ -338,6 +355,9 @@ func (f *FSM) applyAddTxnPartitions(c *AddTxnPartitions) any {
 	if code != ErrNone {
 		return &TxnResult{Code: code}
 	}
+	if t.preparing() {
+		return &TxnResult{Code: ErrConcurrentTransactions}
+	}
 	// As Kafka: unknown partitions fail the request, the others are not
 	// attempted.
 	r := &TxnResult{Codes: make([]int16, len(c.Partitions))}
@@ -381,6 +401,9 @@ func (f *FSM) applyAddTxnGroup(c *AddTxnGroup) any {
 	t, code := f.checkProducerLocked(&c.TxnProducer)
 	if code != ErrNone {
 		return &TxnResult{Code: code}
+	}
+	if t.preparing() {
+		return &TxnResult{Code: ErrConcurrentTransactions}
 	}
 	t.beginLocked(c.NowMs)
 	t.groups = insertSorted(t.groups, c.Group, func(a, b string) bool { return a < b })
@@ -451,6 +474,12 @@ func (f *FSM) applyEndTxn(c *EndTxn) any {
 		if !c.Commit {
 			return &TxnResult{}
 		}
+	case TxnPrepareCommit, TxnPrepareAbort:
+		// A retry while the markers are written: the coordinator completes
+		// the transaction before it answers. The other outcome is refused.
+		if c.Commit == (t.state == TxnPrepareCommit) {
+			return &TxnResult{}
+		}
 	}
 	return &TxnResult{Code: ErrInvalidTxnState}
 }
@@ -490,7 +519,7 @@ func (f *FSM) applyExpireTxnIDs(c *ExpireTxnIDs) any {
 		switch {
 		case t == nil:
 			r.Codes[i] = ErrTransactionalIDNotFound
-		case t.state == TxnOngoing || c.ExpirationMs < 0 || t.updateMs > cutoff:
+		case t.state == TxnOngoing || t.preparing() || c.ExpirationMs < 0 || t.updateMs > cutoff:
 			r.Codes[i] = ErrInvalidTxnState
 		default:
 			// Its producer ids go with it: a later InitProducerId for the id
@@ -507,6 +536,15 @@ func (f *FSM) applyExpireTxnIDs(c *ExpireTxnIDs) any {
 // partition of the transaction, commits its staged offsets when it
 // commits, and completes it. It returns a stop error on local I/O failure.
 func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
+	if f.externalLocked(t) {
+		// Its markers go into partitions outside the FSM: the coordinator
+		// writes them, then completes it (CompleteTxn).
+		t.state, t.updateMs = TxnPrepareAbort, now
+		if commit {
+			t.state = TxnPrepareCommit
+		}
+		return nil
+	}
 	marker := markerBatch(t.producerID, t.epoch, commit, now, 0)
 	for _, tp := range t.partitions {
 		tt := f.topics[tp.Topic]
@@ -517,6 +555,13 @@ func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
 			return ioFailure(fmt.Sprintf("transaction marker in %s/%d", tp.Topic, tp.Partition), err)
 		}
 	}
+	f.finishTxnLocked(t, commit, now)
+	return nil
+}
+
+// finishTxnLocked commits the transaction's staged offsets when it
+// commits, and completes it.
+func (f *FSM) finishTxnLocked(t *txn, commit bool, now int64) {
 	if commit {
 		groups := make([]string, 0, len(t.offsets))
 		for g := range t.offsets {
@@ -538,7 +583,6 @@ func (f *FSM) endTxnLocked(t *txn, commit bool, now int64) any {
 		t.state = TxnCompleteAbort
 	}
 	t.partitions, t.groups, t.offsets, t.updateMs = nil, nil, nil, now
-	return nil
 }
 
 // writeMarker appends a marker and closes the producer's transaction in
@@ -643,7 +687,7 @@ func (f *FSM) PendingTxnOffsets(group string) map[TopicPartition]bool {
 	defer f.mu.RUnlock()
 	var out map[TopicPartition]bool
 	for _, t := range f.txns {
-		if t.state != TxnOngoing {
+		if t.state != TxnOngoing && !t.preparing() { // prepared: offsets still staged
 			continue
 		}
 		for tp := range t.offsets[group] {

@@ -37,6 +37,6 @@ for pair in $SERVERS; do
 	for protocol in "$dialect" auto; do
 		echo "== real-server tier: iggy-server $version, e2e with --iggy-protocol $protocol" >&2
 		KGATE_E2E_BACKEND=iggy IGGY_SERVER_BIN=$bin KGATE_E2E_IGGY_DIALECT=$protocol KGATE_E2E_IGGY_EXPECT=$dialect \
-			"$GO" test -race -count=1 -timeout 30m -run "$IGGY_E2E" ./test/e2e/
+			"$GO" test -race -count=1 -timeout 60m -run "$IGGY_E2E" ./test/e2e/
 	done
 done

@@ -155,7 +155,7 @@ func serve(ctx context.Context, cfg *config) error {
 		if cfg.IggyToken == "" && cfg.IggyUser == "iggy" && cfg.IggyPassword == "iggy" {
 			log.Warn("connecting to Iggy with the default iggy/iggy credentials; set --iggy-user and --iggy-password-file (or --iggy-token)")
 		}
-		ib, client, err := startIggy(ctx, cfg, node, local, reg, log)
+		ib, client, err := startIggy(ctx, cfg, node, state, local, reg, log)
 		if err != nil {
 			return err
 		}
@@ -175,11 +175,14 @@ func serve(ctx context.Context, cfg *config) error {
 		MaxMetadataBytes:      cfg.MaxMemberMetadata,
 		Logger:                log,
 	}, node, state)
-	var txns *txn.Coordinator
-	if cfg.Backend == "embedded" { // markers are written into kgate's own log
-		txns = txn.New(txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, IDExpiration: cfg.TxnIDExpiration,
-			MaxGroups: cfg.MaxGroups, Logger: log}, node, state)
+	// Embedded: markers go into kgate's own log, within the FSM. Iggy: the
+	// coordinator writes them into the Iggy partitions (txn.Markers).
+	txnCfg := txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, IDExpiration: cfg.TxnIDExpiration,
+		MaxGroups: cfg.MaxGroups, Logger: log}
+	if ib, ok := backend.(*iggybackend.Backend); ok {
+		txnCfg.Markers = ib
 	}
+	txns := txn.New(txnCfg, node, state)
 	perIPOverrides, err := resolveConnsPerIPOverrides(ctx, cfg.ConnsPerIPOverrides)
 	if err != nil {
 		return err
@@ -341,7 +344,7 @@ func waitReady(ctx context.Context, node *cluster.Node, limit time.Duration) err
 // startIggy connects the Iggy backend. Wrong credentials stop start-up;
 // an unreachable server does not (requests get retriable errors until it
 // answers).
-func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embedded.Backend, reg prometheus.Registerer, log *slog.Logger) (*iggybackend.Backend, *iggy.Client, error) {
+func startIggy(ctx context.Context, cfg *config, node *cluster.Node, state *fsm.FSM, local *embedded.Backend, reg prometheus.Registerer, log *slog.Logger) (*iggybackend.Backend, *iggy.Client, error) {
 	opts := iggy.Options{
 		Addr: cfg.IggyAddr, Username: cfg.IggyUser, Password: cfg.IggyPassword, Token: cfg.IggyToken,
 		RequestTimeout: cfg.IggyTimeout, DialTimeout: cfg.IggyTimeout,
@@ -386,6 +389,7 @@ func startIggy(ctx context.Context, cfg *config, node *cluster.Node, local *embe
 		RequestTimeout:  cfg.IggyTimeout,
 		SaveEvery:       uint32(cfg.IggySaveEvery),
 		MaxUncompressed: cfg.MaxFrameBytes,
+		Txns:            state,
 		Log:             log.With("backend", "iggy"),
 	})
 	if err != nil {

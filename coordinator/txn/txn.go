@@ -34,8 +34,24 @@ type Config struct {
 	IDExpiration time.Duration
 	// MaxGroups bounds the groups a TxnOffsetCommit may create.
 	MaxGroups int
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// Markers, when set, writes the markers of transactions whose
+	// partitions are outside the FSM (the Iggy backend); nil when the FSM
+	// holds the partitions (the embedded backend).
+	Markers Markers
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Markers is a backend that keeps partitions outside the FSM and writes
+// transaction markers into them.
+type Markers interface {
+	// NextOffsets returns each partition's next offset, read fresh from
+	// the backend, and a code per partition (UNKNOWN_TOPIC_OR_PARTITION,
+	// or a retriable one when it cannot be read).
+	NextOffsets(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16)
+	// WriteMarker appends a commit or abort marker of the producer to
+	// each partition and returns each marker's offset.
+	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error)
 }
 
 // Raft is what the coordinator needs of the local Raft node.
@@ -129,6 +145,11 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	}
 	r, code := c.propose(ctx, &fsm.InitTxnProducer{TransactionalID: id, TimeoutMs: timeoutMs, NowMs: c.nowMs(),
 		ExpectedID: expectedID, ExpectedEpoch: expectedEpoch})
+	if code == kerr.ConcurrentTransactions.Code && c.cfg.Markers != nil {
+		// It fenced an ongoing transaction, or found one being completed:
+		// complete it now, so the producer's retry succeeds.
+		c.complete(ctx, id)
+	}
 	if code != 0 {
 		return -1, -1, code
 	}
@@ -146,6 +167,9 @@ func (c *Coordinator) producer(id string, producerID int64, epoch int16) fsm.Txn
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []fsm.TopicPartition) ([]int16, int16) {
 	if id == "" {
 		return nil, kerr.InvalidRequest.Code
+	}
+	if c.cfg.Markers != nil {
+		return c.addExternal(ctx, id, producerID, epoch, parts)
 	}
 	r, code := c.propose(ctx, &fsm.AddTxnPartitions{TxnProducer: c.producer(id, producerID, epoch), Partitions: parts})
 	if code != 0 {
@@ -245,6 +269,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 		return kerr.InvalidRequest.Code
 	}
 	_, code := c.propose(ctx, &fsm.EndTxn{TxnProducer: c.producer(id, producerID, epoch), Commit: commit})
+	if code == 0 && c.cfg.Markers != nil {
+		// Answer once the markers are in and the transaction is complete,
+		// so the producer's next transaction finds it so.
+		code = c.complete(ctx, id)
+	}
 	return code
 }
 
@@ -272,10 +301,12 @@ const expireIDsPerCommand = 500
 func (c *Coordinator) expire(ctx context.Context) {
 	now := c.nowMs()
 	idExpiration := c.cfg.IDExpiration.Milliseconds()
-	var idle []string
+	var idle, prepared []string
 	var timedOut []fsm.TxnView
 	for _, v := range c.fsm.Transactions() {
 		switch {
+		case v.State == fsm.TxnPrepareCommit || v.State == fsm.TxnPrepareAbort:
+			prepared = append(prepared, v.TransactionalID)
 		case v.State != fsm.TxnOngoing:
 			// Kafka's rule: Empty, CompleteCommit or CompleteAbort, last
 			// updated at or before now minus the expiration.
@@ -298,8 +329,77 @@ func (c *Coordinator) expire(ctx context.Context) {
 		if _, code := c.propose(ctx, cmd); code == 0 {
 			c.log.Info("aborted an expired transaction", "transactional_id", v.TransactionalID,
 				"producer_id", v.ProducerID, "timeout_ms", v.TimeoutMs)
+			if c.cfg.Markers != nil {
+				c.complete(ctx, v.TransactionalID)
+			}
 		}
 	}
+	// Transactions a previous leader prepared and did not complete (it
+	// failed while writing their markers), or whose completion failed.
+	for _, id := range prepared {
+		if ctx.Err() != nil {
+			return
+		}
+		c.complete(ctx, id)
+	}
+}
+
+// addExternal is AddPartitions over partitions outside the FSM: each
+// partition's next offset is read first and goes into the command, a
+// bound below the transaction's first record there.
+func (c *Coordinator) addExternal(ctx context.Context, id string, producerID int64, epoch int16, parts []fsm.TopicPartition) ([]int16, int16) {
+	if code := c.Status(); code != 0 {
+		return nil, code
+	}
+	firsts, codes := c.cfg.Markers.NextOffsets(ctx, parts)
+	failed := false
+	for _, code := range codes {
+		failed = failed || code != 0
+	}
+	if failed {
+		// As Kafka: one failing partition fails the request, the others
+		// are not attempted.
+		for i := range codes {
+			if codes[i] == 0 {
+				codes[i] = kerr.OperationNotAttempted.Code
+			}
+		}
+		return codes, 0
+	}
+	r, code := c.propose(ctx, &fsm.AddExtTxnPartitions{TxnProducer: c.producer(id, producerID, epoch), Partitions: parts, Firsts: firsts})
+	if code != 0 {
+		return nil, code
+	}
+	return r.Codes, 0
+}
+
+// complete writes the markers of a transaction in PrepareCommit or
+// PrepareAbort and completes it. Markers written twice (a retry, a new
+// leader finishing a predecessor's work) are harmless: a marker for a
+// producer with no open transaction in the partition changes nothing for
+// readers. It answers NONE when the transaction is complete, or a
+// retriable code.
+func (c *Coordinator) complete(ctx context.Context, id string) int16 {
+	v, ok := c.fsm.Transaction(id)
+	if !ok {
+		return kerr.TransactionalIDNotFound.Code
+	}
+	if v.State != fsm.TxnPrepareCommit && v.State != fsm.TxnPrepareAbort {
+		return 0
+	}
+	commit := v.State == fsm.TxnPrepareCommit
+	now := c.nowMs()
+	offsets, err := c.cfg.Markers.WriteMarker(ctx, v.ProducerID, v.Epoch, commit, now, v.Partitions)
+	if err != nil {
+		c.log.Warn("cannot write transaction markers; retried", "transactional_id", id, "producer_id", v.ProducerID,
+			"commit", commit, "err", err)
+		// Retriable: the producer retries EndTxn, and the expiry check
+		// completes prepared transactions too.
+		return kerr.ConcurrentTransactions.Code
+	}
+	_, code := c.propose(ctx, &fsm.CompleteTxn{TxnProducer: fsm.TxnProducer{TransactionalID: id, ProducerID: v.ProducerID,
+		Epoch: v.Epoch, NowMs: now}, Commit: commit, Partitions: v.Partitions, Offsets: offsets})
+	return code
 }
 
 // expireIDs proposes the removal of idle transactional ids, in commands of

@@ -56,7 +56,10 @@ type Config struct {
 	SaveEvery uint32
 	// MaxUncompressed bounds the decompressed size of a produced batch.
 	MaxUncompressed int
-	Log             *slog.Logger
+	// Txns is the replicated transaction state (the FSM); nil: every
+	// transactional batch is refused with INVALID_TXN_STATE.
+	Txns TxnState
+	Log  *slog.Logger
 }
 
 // Backend implements gateway.Backend over an Iggy server.

@@ -50,7 +50,12 @@ const (
 	flagValueEmpty = 0x08 // value is empty; the payload is the placeholder
 	flagTimestamp  = 0x10 // the envelope holds the timestamp
 	flagHeaders    = 0x20 // the envelope holds some headers
-	flagsKnown     = 0x3f
+	// flagTxn: the record is of a transactional batch; its producer id,
+	// epoch and sequence are in the message id (idempotent id layout).
+	flagTxn = 0x40
+	// flagControl: the message is a transaction marker (a control
+	// record); its producer id and epoch are in the message id.
+	flagControl = 0x80
 
 	flagsEnv = flagKeyEnv | flagTimestamp | flagHeaders
 )
@@ -80,6 +85,10 @@ func EncodeBatch(recs []records.Record, hdr records.Header, newID func() [16]byt
 	if len(recs) == 0 {
 		return nil, nil
 	}
+	var extra byte
+	if hdr.Transactional() {
+		extra = flagTxn
+	}
 	logAppend := hdr.LogAppendTime()
 	var win uint64
 	hasWin := false
@@ -98,12 +107,12 @@ func EncodeBatch(recs []records.Record, hdr records.Header, newID func() [16]byt
 		if !logAppend {
 			origin, tsEnv = placeTimestamp(r.Timestamp, win, hasWin)
 		}
-		hs, err := encodeHeaders(r, tsEnv, false)
+		hs, err := encodeHeaders(r, tsEnv, false, extra)
 		if errors.Is(err, ErrRecordTooLarge) {
 			// The compact layout (everything in the envelope) costs a few
 			// bytes per header instead of ten: try it when the readable
 			// one does not fit.
-			hs, err = encodeHeaders(r, tsEnv, true)
+			hs, err = encodeHeaders(r, tsEnv, true, extra)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
@@ -208,8 +217,8 @@ func chunkKey(i int) string { return chunkPrefix + strconv.Itoa(i) }
 // (see plainHeader) with a name not seen before is an ordinary pair; the
 // rest goes into the envelope. The compact layout puts key and all
 // headers into the envelope.
-func encodeHeaders(r *records.Record, tsEnv, compact bool) ([]iggy.UserHeader, error) {
-	var flags byte
+func encodeHeaders(r *records.Record, tsEnv, compact bool, extra byte) ([]iggy.UserHeader, error) {
+	flags := extra
 	var env []byte
 	switch {
 	case r.Key == nil:
@@ -360,19 +369,27 @@ func appendPlain(hs []iggy.UserHeader, headers []records.RecordHeader, plain []b
 // writes records that need no metadata. Key, Value and header values may alias m. Errors wrap
 // ErrMalformedMessage; the caller may then serve DecodeNative(m).
 func DecodeMessage(m iggy.PolledMessage) (records.Record, error) {
+	rec, _, err := decodeMessage(m)
+	return rec, err
+}
+
+// decodeMessage is DecodeMessage that also returns the marker's flags (0
+// for a message without the marker).
+func decodeMessage(m iggy.PolledMessage) (records.Record, byte, error) {
 	hs, err := iggy.DecodeUserHeaders(m.UserHeaders)
 	if err != nil {
-		return records.Record{}, fmt.Errorf("%w: user headers: %w", ErrMalformedMessage, err)
+		return records.Record{}, 0, fmt.Errorf("%w: user headers: %w", ErrMalformedMessage, err)
 	}
 	rec := nativeRecord(m)
 	if len(hs) == 0 || !isStringKey(hs[0].Key, markerKey) {
 		rec.Headers = nativeHeaders(hs)
-		return rec, nil
+		return rec, 0, nil
 	}
-	if err := decodeKgate(&rec, m.Payload, hs); err != nil {
-		return records.Record{}, fmt.Errorf("%w: %s", ErrMalformedMessage, err)
+	flags, err := decodeKgate(&rec, m.Payload, hs)
+	if err != nil {
+		return records.Record{}, 0, fmt.Errorf("%w: %s", ErrMalformedMessage, err)
 	}
-	return rec, nil
+	return rec, flags, nil
 }
 
 // DecodeNative maps a message as written by Iggy's own clients, ignoring
@@ -461,7 +478,15 @@ func renderKey(v iggy.HeaderValue) string {
 
 // decodeKgate applies the metadata of a message whose first pair is the
 // marker to rec, which holds the native mapping of the message.
-func decodeKgate(rec *records.Record, payload []byte, hs []iggy.UserHeader) error {
+func decodeKgate(rec *records.Record, payload []byte, hs []iggy.UserHeader) (byte, error) {
+	flags := hs[0].Value.Value
+	if err := decodeKgateBody(rec, payload, hs); err != nil {
+		return 0, err
+	}
+	return flags[1], nil
+}
+
+func decodeKgateBody(rec *records.Record, payload []byte, hs []iggy.UserHeader) error {
 	mv := hs[0].Value
 	if mv.Kind != iggy.KindRaw || len(mv.Value) != markerLen {
 		return fmt.Errorf("marker value of kind %d and %d bytes", mv.Kind, len(mv.Value))
@@ -472,12 +497,12 @@ func decodeKgate(rec *records.Record, payload []byte, hs []iggy.UserHeader) erro
 	flags := mv.Value[1]
 	chunks := int(binary.BigEndian.Uint16(mv.Value[2:]))
 	switch {
-	case flags&^flagsKnown != 0:
-		return fmt.Errorf("unknown flags %#02x", flags)
 	case flags&(flagKeyHeader|flagKeyEnv) == flagKeyHeader|flagKeyEnv:
 		return errors.New("key both in a header and in the envelope")
 	case flags&(flagValueNull|flagValueEmpty) == flagValueNull|flagValueEmpty:
 		return errors.New("value both null and empty")
+	case flags&(flagTxn|flagControl) == flagTxn|flagControl:
+		return errors.New("both TXN and CONTROL")
 	case (flags&flagsEnv != 0) != (chunks > 0):
 		return fmt.Errorf("flags %#02x with %d envelope chunks", flags, chunks)
 	}
@@ -635,12 +660,57 @@ func (d *envReader) done() error {
 
 // ---- Fetch ----
 
-// BuildBatch encodes the longest prefix of msgs with contiguous offsets as
-// one uncompressed Kafka v2 record batch (producer id, epoch and sequence
-// -1, CreateTime) with BaseOffset msgs[0].Offset, keeping it within
-// maxBytes; the first message always goes in. n is how many messages the
-// batch holds (0 only for no messages). A message whose kgate metadata is
-// malformed is served as native (DecodeNative).
+// batchClass is what a message's Kafka batch must share with it: control
+// or not, transactional or not, and for those, producer id and epoch.
+type batchClass struct {
+	control, txn bool
+	pid          int64
+	epoch        int16
+}
+
+var plainClass = batchClass{pid: -1, epoch: -1}
+
+// classify decodes a message and says which batch it belongs in, with
+// its sequence for a transactional record. A message whose kgate metadata
+// is malformed, or whose transaction flags do not match its id or
+// contents, is a plain record read natively.
+func classify(m iggy.PolledMessage) (records.Record, batchClass, int32) {
+	r, flags, err := decodeMessage(m)
+	if err != nil {
+		return DecodeNative(m), plainClass, -1
+	}
+	switch {
+	case flags&flagControl != 0:
+		pid, epoch, ok := parseControlID(m.ID)
+		if ok && validControl(&r) {
+			return r, batchClass{control: true, txn: true, pid: pid, epoch: epoch}, -1
+		}
+		return DecodeNative(m), plainClass, -1
+	case flags&flagTxn != 0:
+		pid, epoch, seq, ok := parseID(m.ID)
+		if ok {
+			return r, batchClass{txn: true, pid: pid, epoch: epoch}, seq
+		}
+		return DecodeNative(m), plainClass, -1
+	}
+	return r, plainClass, -1
+}
+
+// validControl tells whether r is a transaction marker Kafka clients can
+// read: a control key of version 0 and type abort (0) or commit (1).
+func validControl(r *records.Record) bool {
+	return len(r.Key) == 4 && r.Key[0] == 0 && r.Key[1] == 0 && r.Key[2] == 0 && r.Key[3] <= 1 && len(r.Value) == 6
+}
+
+// BuildBatch encodes the longest prefix of msgs with contiguous offsets
+// and one batch class as one uncompressed Kafka v2 record batch with
+// BaseOffset msgs[0].Offset, keeping it within maxBytes; the first message
+// always goes in. n is how many messages the batch holds (0 only for no
+// messages). Records of non-transactional batches are framed with
+// producer id, epoch and sequence -1; records of a transactional batch
+// with their producer id, epoch and first sequence and the transactional
+// bit; a transaction marker as a control batch of its own. A message whose
+// kgate metadata is malformed is served as native (DecodeNative).
 func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, err error) {
 	if len(msgs) == 0 {
 		return nil, 0, nil
@@ -652,13 +722,17 @@ func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, e
 	recs := make([]records.Record, 0, min(len(msgs), 64))
 	size := records.HeaderSize
 	var first int64
+	var class batchClass
+	var seq int32
 	for i := range msgs {
 		if i > 0 && (msgs[i].Offset != base+uint64(i) || msgs[i].Offset > math.MaxInt64 || i == math.MaxInt32) {
 			break
 		}
-		r, err := DecodeMessage(msgs[i])
-		if err != nil {
-			r = DecodeNative(msgs[i])
+		r, c, s := classify(msgs[i])
+		if i == 0 {
+			class, seq = c, s
+		} else if c != class || c.control {
+			break
 		}
 		r.Attributes = 0
 		if i == 0 {
@@ -671,10 +745,51 @@ func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, e
 		size += rs
 		recs = append(recs, r)
 	}
-	batch, err = records.Builder{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}.Build(recs)
+	bld := records.Builder{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	if class.txn {
+		bld = records.Builder{ProducerID: class.pid, ProducerEpoch: class.epoch, BaseSequence: seq,
+			Transactional: true, Control: class.control}
+	}
+	batch, err = bld.Build(recs)
 	if err != nil {
 		return nil, 0, err
 	}
 	records.SetBaseOffset(batch, int64(base))
 	return batch, len(recs), nil
+}
+
+// EncodeMarker is the Iggy message of a transaction marker: the Kafka
+// control record (key: version 0 and type, 1 commit or 0 abort; value:
+// version 0 and the coordinator epoch) with the kgate marker's CONTROL
+// flag, timestamp nowMs, and an id of producer id, epoch, the low 32 bits
+// of nowMs and "kc".
+func EncodeMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (iggy.Message, error) {
+	key := []byte{0, 0, 0, 0}
+	if commit {
+		key[3] = 1
+	}
+	value := []byte{0, 0, byte(coordinatorEpoch >> 24), byte(coordinatorEpoch >> 16), byte(coordinatorEpoch >> 8), byte(coordinatorEpoch)}
+	r := records.Record{Key: key, Value: value, Timestamp: nowMs}
+	origin, exact := exactOrigin(nowMs)
+	hs, err := encodeHeaders(&r, !exact, false, flagControl)
+	if err != nil {
+		return iggy.Message{}, err
+	}
+	var id [16]byte
+	binary.LittleEndian.PutUint64(id[0:], uint64(producerID))
+	binary.LittleEndian.PutUint16(id[8:], uint16(epoch))
+	binary.LittleEndian.PutUint32(id[10:], uint32(nowMs))
+	copy(id[14:], controlIDMarker[:])
+	return iggy.Message{ID: id, OriginTimestamp: origin, Payload: value, Headers: hs}, nil
+}
+
+// controlIDMarker ends the ids of transaction markers.
+var controlIDMarker = [2]byte{'k', 'c'}
+
+// parseControlID reads a marker's message id.
+func parseControlID(id [16]byte) (pid int64, epoch int16, ok bool) {
+	if id[14] != controlIDMarker[0] || id[15] != controlIDMarker[1] {
+		return 0, 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(id[0:])), int16(binary.LittleEndian.Uint16(id[8:])), true
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/iggy"
 	"github.com/kgate/kgate/gateway/records"
 )
@@ -557,7 +560,7 @@ func TestDecodeMalformed(t *testing.T) {
 		"marker length":        kgateMessage(t, []byte("v"), strPair("kgate", raw, []byte{1, 0, 0})),
 		"version 2":            kgateMessage(t, []byte("v"), strPair("kgate", raw, []byte{2, 0, 0, 0})),
 		"version 0":            kgateMessage(t, []byte("v"), strPair("kgate", raw, []byte{0, 0, 0, 0})),
-		"unknown flag":         kgateMessage(t, []byte("v"), markerPair(0x40, 0)),
+		"txn and control":      kgateMessage(t, []byte("v"), markerPair(flagTxn|flagControl, 0)),
 		"both key flags":       kgateMessage(t, []byte("v"), markerPair(flagKeyHeader|flagKeyEnv, 1), strPair("kafka.key", raw, []byte("k")), strPair("kafka.r.0", raw, []byte{0})),
 		"null and empty":       kgateMessage(t, []byte{0}, markerPair(flagValueNull|flagValueEmpty, 0)),
 		"envelope flag only":   kgateMessage(t, []byte("v"), markerPair(flagTimestamp, 0)),
@@ -817,4 +820,151 @@ func mustEncode(t testing.TB, recs []records.Record) []iggy.Message {
 		t.Fatal(err)
 	}
 	return msgs
+}
+
+// Transactional batches keep their producer id, epoch, sequence and the
+// transactional bit through Iggy, a marker comes back as a control batch of
+// its own, and batches of different classes are never merged.
+func TestTransactionalBatchesAndMarkers(t *testing.T) {
+	txnHdr := records.Header{Attributes: 0x10}
+	ts := int64(1_750_000_000_000)
+	plain := []records.Record{{Timestamp: ts, Value: []byte("p0")}, {Timestamp: ts, Key: []byte("k"), Value: []byte("p1")}}
+	txnRecs := []records.Record{{Timestamp: ts, Value: []byte("t0")}, {Timestamp: ts + 1, Key: []byte("k"), Value: []byte("t1")},
+		{Timestamp: ts + 2, Value: nil}}
+	ids := newIDSource()
+	for _, d := range []iggy.Dialect{iggy.Current, iggy.Legacy} {
+		var msgs []iggy.Message
+		m, err := EncodeBatch(plain, createTime, ids.forBatch(gateway.ProduceBatch{ProducerID: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m...)
+		m, err = EncodeBatch(txnRecs, txnHdr, ids.forBatch(gateway.ProduceBatch{ProducerID: 7, ProducerEpoch: 2, BaseSequence: 5}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m...)
+		marker, err := EncodeMarker(7, 2, false, 0, ts+3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, marker)
+		commit, err := EncodeMarker(7, 2, true, 0, ts+4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, commit)
+		m, err = EncodeBatch(plain[:1], createTime, ids.forBatch(gateway.ProduceBatch{ProducerID: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m...)
+		polled := simulateIggy(t, d, msgs, 100, uint64(ts)*1000)
+
+		type want struct {
+			base       int64
+			n          int
+			pid        int64
+			epoch      int16
+			seq        int32
+			txn, ctl   bool
+			recs       []records.Record
+			markerType byte
+		}
+		wants := []want{
+			{base: 100, n: 2, pid: -1, epoch: -1, seq: -1, recs: plain},
+			{base: 102, n: 3, pid: 7, epoch: 2, seq: 5, txn: true, recs: txnRecs},
+			{base: 105, n: 1, pid: 7, epoch: 2, seq: -1, txn: true, ctl: true, markerType: 0},
+			{base: 106, n: 1, pid: 7, epoch: 2, seq: -1, txn: true, ctl: true, markerType: 1},
+			{base: 107, n: 1, pid: -1, epoch: -1, seq: -1, recs: plain[:1]},
+		}
+		rest := polled
+		for i, w := range wants {
+			batch, n, err := BuildBatch(rest, math.MaxInt32)
+			if err != nil {
+				t.Fatalf("%v batch %d: %v", d, i, err)
+			}
+			rest = rest[n:]
+			h, err := records.ParseHeader(batch)
+			if err != nil || h.Size() != len(batch) {
+				t.Fatalf("%v batch %d: %v", d, i, err)
+			}
+			if w.ctl {
+				// A control batch (producer id, no sequence): as Kafka's
+				// clients read it.
+				var kb kmsg.RecordBatch
+				if err := kb.ReadFrom(batch); err != nil || kb.NumRecords != 1 {
+					t.Fatalf("%v marker %d: %v", d, i, err)
+				}
+				var r kmsg.Record
+				if err := r.ReadFrom(kb.Records); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(r.Key, []byte{0, 0, 0, w.markerType}) || !bytes.Equal(r.Value, []byte{0, 0, 0, 0, 0, 0}) {
+					t.Fatalf("%v marker %d: key %x value %x", d, i, r.Key, r.Value)
+				}
+			}
+			var got []records.Record
+			if !w.ctl {
+				if _, got, err = records.Records(batch, math.MaxInt32); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h.BaseOffset != w.base || int(h.NumRecords) != w.n || h.ProducerID != w.pid || h.ProducerEpoch != w.epoch ||
+				h.BaseSequence != w.seq || h.Transactional() != w.txn || h.Control() != w.ctl {
+				t.Fatalf("%v batch %d: header %+v with %d records, want %+v", d, i, h, len(got), w)
+			}
+			for j := range got {
+				if diff := diffRecord(w.recs[j], got[j]); diff != "" {
+					t.Fatalf("%v batch %d record %d: %s", d, i, j, diff)
+				}
+			}
+		}
+		if len(rest) != 0 {
+			t.Fatalf("%v: %d messages left", d, len(rest))
+		}
+
+		// What an Iggy client sees of a marker: a 6-byte payload and the
+		// kgate header with the CONTROL flag (0x80) and the key.
+		nat := DecodeNative(polled[5])
+		if len(nat.Value) != 6 || len(nat.Headers) != 2 || nat.Headers[0].Key != "kgate" || nat.Headers[0].Value[1]&0x80 == 0 ||
+			nat.Headers[1].Key != "kafka.key" {
+			t.Fatalf("%v: native view of a marker %+v", d, nat)
+		}
+		// and of a transactional record: its value, and the kgate header
+		// with the TXN flag (0x40).
+		nat = DecodeNative(polled[2])
+		if string(nat.Value) != "t0" || len(nat.Headers) != 1 || nat.Headers[0].Key != "kgate" || nat.Headers[0].Value[1] != 0x40 {
+			t.Fatalf("%v: native view of a transactional record %+v", d, nat)
+		}
+	}
+}
+
+// A message that claims to be a marker or a transactional record but whose
+// id or contents do not fit is served as a plain native record, never as
+// a control batch.
+func TestMisflaggedMessagesAreServedNatively(t *testing.T) {
+	marker, err := EncodeMarker(7, 2, true, 0, 1_750_000_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker.ID = iggy.MessageID(1, 2) // not a marker id
+	txn, err := EncodeBatch([]records.Record{{Timestamp: 1_750_000_000_000, Value: []byte("v")}}, records.Header{Attributes: 0x10}, seqIDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := simulateIggy(t, iggy.Current, append([]iggy.Message{marker}, txn...), 0, 1)
+	for i := range polled {
+		batch, n, err := BuildBatch(polled[i:i+1], math.MaxInt32)
+		if err != nil || n != 1 {
+			t.Fatalf("message %d: %d, %v", i, n, err)
+		}
+		h, recs, err := records.Records(batch, math.MaxInt32)
+		if err != nil || h.Control() || h.Transactional() || h.ProducerID != -1 || len(recs) != 1 {
+			t.Fatalf("message %d: %+v %v", i, h, err)
+		}
+		if !bytes.Equal(recs[0].Value, polled[i].Payload) {
+			t.Fatalf("message %d: value %q", i, recs[0].Value)
+		}
+	}
 }

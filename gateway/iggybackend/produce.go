@@ -32,6 +32,7 @@ type sendItem struct {
 	size      int
 	res       gateway.ProduceResult
 	dup       bool  // a retry of a batch written before
+	control   bool  // a transaction marker the coordinator writes, whoever leads the partition
 	dupOffset int64 // its first offset
 	done      chan struct{}
 }
@@ -59,6 +60,12 @@ func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) f
 		if err != nil {
 			it.finish(kerr.CorruptMessage)
 			continue
+		}
+		if hdr.Transactional() {
+			if err := b.checkTxnBatch(ctx, pb); err != nil {
+				it.finish(err)
+				continue
+			}
 		}
 		msgs, err := EncodeBatch(recs, hdr, b.ids.forBatch(pb))
 		if err != nil {
@@ -154,14 +161,23 @@ func (p *partition) send(round []*sendItem) {
 	nodes, _ := b.cfg.Nodes.LiveNodes()
 	if leaderOf(nodes, name, p.index) != b.cfg.Nodes.Self().ID {
 		// Led elsewhere now: two writers would order a producer's batches
-		// differently on each node.
+		// differently on each node. Markers are the exception: the
+		// coordinator writes them after the transaction's batches were
+		// acknowledged, so there is no order between them to lose.
 		p.away.Store(true)
+		markers := round[:0:0]
 		for _, it := range round {
-			it.finish(kerr.NotLeaderForPartition)
+			if it.control {
+				markers = append(markers, it)
+			} else {
+				it.finish(kerr.NotLeaderForPartition)
+			}
 		}
-		return
-	}
-	if p.away.Swap(false) {
+		if len(markers) == 0 {
+			return
+		}
+		round = markers
+	} else if p.away.Swap(false) {
 		// Led elsewhere since the last send, even if led here again: the
 		// other node may have written batches this node's producer state
 		// does not know, and a retry of one of them would look like the

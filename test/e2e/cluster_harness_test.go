@@ -129,15 +129,23 @@ func startCluster(t *testing.T) *kgateCluster {
 func startClusterWith(t *testing.T, setup func(c *kgateCluster)) *kgateCluster {
 	t.Helper()
 	c := startClusterOf(t, kgateBinary(t), setup)
-	// A new cluster starts at the feature level its binaries support, as
-	// soon as the leader has heard from every voter: wait for that, so
-	// tests of commands gated by a level do not race it.
+	c.awaitFeatureLevel()
+	return c
+}
+
+// awaitFeatureLevel waits until every node is at the feature level its
+// binary supports: a new cluster raises it as soon as the leader has
+// heard from every voter, and tests of commands gated by a level must not
+// race that.
+func (c *kgateCluster) awaitFeatureLevel() {
+	t := c.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterFormTimeout)
 	defer cancel()
 	for {
 		err := c.featureLevelRaised(ctx)
 		if err == nil {
-			return c
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -160,8 +168,14 @@ func startClusterOf(t *testing.T, bin string, setup func(c *kgateCluster)) *kgat
 		c.newNode()
 	}
 	seeds := c.gossipAddrs()
+	var backendArgs []string
+	if iggyMode() {
+		// The Iggy tier: the same scenarios, every node on one Iggy server.
+		backendArgs = startIggyBackend(t).nodeArgs()
+	}
 	for _, n := range c.nodes {
-		n.args = []string{"--bootstrap-expect", strconv.Itoa(clusterSize), "--join", strings.Join(seeds, ",")}
+		n.args = append([]string{"--bootstrap-expect", strconv.Itoa(clusterSize), "--join", strings.Join(seeds, ",")},
+			backendArgs...)
 	}
 	if setup != nil {
 		setup(c)

@@ -174,12 +174,8 @@ func startIggyCluster(t *testing.T) *kgateServer {
 	}
 	seeds := c.gossipAddrs()
 	for _, n := range c.nodes {
-		n.args = []string{"--bootstrap-expect", strconv.Itoa(clusterSize), "--join", strings.Join(seeds, ","),
-			"--backend", "iggy", "--iggy-addr", ib.addr, "--iggy-user", ib.user, "--iggy-password", ib.password,
-			"--iggy-protocol", ib.protocol, "--iggy-poll-interval", iggyPollForTest}
-		if ib.real != nil {
-			n.args = append(n.args, "--iggy-messages-required-to-save", "1")
-		}
+		n.args = append([]string{"--bootstrap-expect", strconv.Itoa(clusterSize), "--join", strings.Join(seeds, ",")},
+			ib.nodeArgs()...)
 	}
 	t.Cleanup(c.cleanup)
 	for _, n := range c.nodes {
@@ -187,8 +183,19 @@ func startIggyCluster(t *testing.T) *kgateServer {
 	}
 	leader := c.waitFormed(c.ids()...)
 	t.Logf("kgate cluster of %d on Iggy %s formed, Raft leader node %d", clusterSize, ib.addr, leader)
+	c.awaitFeatureLevel()
 	ic := &iggyCluster{backend: ib, c: c}
 	return &kgateServer{t: t, iggy: ic, addrs: map[string]string{"kafka-addr": c.node(1).kafka()}}
+}
+
+// nodeArgs are the flags that put a kgate node on this Iggy server.
+func (ib *iggyBackend) nodeArgs() []string {
+	args := []string{"--backend", "iggy", "--iggy-addr", ib.addr, "--iggy-user", ib.user, "--iggy-password", ib.password,
+		"--iggy-protocol", ib.protocol, "--iggy-poll-interval", iggyPollForTest}
+	if ib.real != nil {
+		args = append(args, "--iggy-messages-required-to-save", "1")
+	}
+	return args
 }
 
 func (ic *iggyCluster) waitReady(n *clusterNode) {

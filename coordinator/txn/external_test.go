@@ -1,0 +1,141 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// fakeMarkers is a backend with partitions outside the FSM: each
+// partition's next offset, and the markers written.
+type fakeMarkers struct {
+	mu      sync.Mutex
+	next    map[fsm.TopicPartition]int64
+	fail    bool
+	written []string
+}
+
+func (m *fakeMarkers) NextOffsets(_ context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offs, codes := make([]int64, len(parts)), make([]int16, len(parts))
+	for i, tp := range parts {
+		o, ok := m.next[tp]
+		if !ok {
+			codes[i] = kerr.UnknownTopicOrPartition.Code
+		}
+		offs[i] = o
+	}
+	return offs, codes
+}
+
+func (m *fakeMarkers) WriteMarker(_ context.Context, pid int64, epoch int16, commit bool, _ int64, parts []fsm.TopicPartition) ([]int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail {
+		return nil, errors.New("iggy down")
+	}
+	offs := make([]int64, len(parts))
+	for i, tp := range parts {
+		offs[i] = m.next[tp]
+		m.next[tp]++
+		kind := "abort"
+		if commit {
+			kind = "commit"
+		}
+		m.written = append(m.written, tp.Topic+" "+kind)
+	}
+	return offs, nil
+}
+
+func (m *fakeMarkers) produce(tp fsm.TopicPartition, n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.next[tp] += n
+}
+
+func newExternalHarness(t *testing.T) (*harness, *fakeMarkers) {
+	h := newHarness(t, fsm.LatestLevel)
+	m := &fakeMarkers{next: map[fsm.TopicPartition]int64{{Topic: "x", Partition: 0}: 5}}
+	h.c = New(Config{MaxTimeout: time.Minute, ExpiryCheck: time.Hour, IDExpiration: time.Hour, Markers: m,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now }}, h.raft, h.f)
+	return h, m
+}
+
+// With partitions outside the FSM, EndTxn is answered once the markers are
+// written and the transaction complete; a failed marker write leaves it
+// prepared and answers CONCURRENT_TRANSACTIONS (retriable), and a retry,
+// or the leader's expiry check, completes it.
+func TestExternalMarkersWrittenBeforeEndTxnAnswers(t *testing.T) {
+	h, m := newExternalHarness(t)
+	ctx := t.Context()
+	tp := fsm.TopicPartition{Topic: "x", Partition: 0}
+	pid, epoch, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	if codes, code := h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp, {Topic: "nope"}}); code != 0 ||
+		codes[0] != kerr.OperationNotAttempted.Code || codes[1] != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("add with an unknown partition: %v %d", codes, code)
+	}
+	if codes, code := h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp}); code != 0 || codes[0] != 0 {
+		t.Fatalf("add: %v %d", codes, code)
+	}
+	m.produce(tp, 3) // offsets 5..7
+	if lso := h.f.ExtLastStableOffset(tp, 8); lso != 5 {
+		t.Fatalf("LSO %d, want 5", lso)
+	}
+	if code := h.c.EndTxn(ctx, "tx", pid, epoch, false); code != 0 {
+		t.Fatalf("abort: %d", code)
+	}
+	if v, _ := h.f.Transaction("tx"); v.State != fsm.TxnCompleteAbort || len(m.written) != 1 {
+		t.Fatalf("after EndTxn: %+v, markers %v", v, m.written)
+	}
+	if got := h.f.ExtAbortedTxns(tp, 0, 9); len(got) != 1 || got[0].FirstOffset != 5 || got[0].LastOffset != 8 {
+		t.Fatalf("aborted %+v", got)
+	}
+
+	// The next transaction's commit fails to write its marker.
+	h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp})
+	m.fail = true
+	if code := h.c.EndTxn(ctx, "tx", pid, epoch, true); code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("commit with the backend down: %d, want CONCURRENT_TRANSACTIONS", code)
+	}
+	if v, _ := h.f.Transaction("tx"); v.State != fsm.TxnPrepareCommit {
+		t.Fatalf("state %v, want PrepareCommit", v.State)
+	}
+	if _, _, code := h.c.InitProducerID(ctx, "tx", 10_000, pid, epoch); code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("init while prepared: %d", code)
+	}
+	m.fail = false
+	h.c.expire(ctx) // the leader's check completes it
+	if v, _ := h.f.Transaction("tx"); v.State != fsm.TxnCompleteCommit || len(m.written) != 2 || m.written[1] != "x commit" {
+		t.Fatalf("after the expiry check: %v, markers %v", v.State, m.written)
+	}
+	if code := h.c.EndTxn(ctx, "tx", pid, epoch, true); code != 0 {
+		t.Fatalf("retried commit: %d", code)
+	}
+	if len(m.written) != 2 {
+		t.Fatalf("a retry of a completed commit wrote markers: %v", m.written)
+	}
+
+	// A new producer fences an open transaction: aborted, its markers
+	// written, before the new producer's retry succeeds.
+	h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp})
+	if _, _, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1); code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("init over an open transaction: %d", code)
+	}
+	if len(m.written) != 3 || m.written[2] != "x abort" {
+		t.Fatalf("fencing markers %v", m.written)
+	}
+	if _, e, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1); code != 0 || e != epoch+2 {
+		t.Fatalf("init after the fencing abort: epoch %d, %d", e, code)
+	}
+}

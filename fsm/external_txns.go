@@ -1,0 +1,278 @@
+package fsm
+
+import (
+	"sort"
+)
+
+// Transactions over partitions kept outside the FSM (the Iggy backend).
+// The records and markers are in Iggy; what read_committed needs of them,
+// each partition's open transactions (producer → first offset) and its
+// aborted ones, is here, so every node answers the same after any restart
+// without reading the partitions back. Ending such a transaction takes
+// three steps, as in Kafka: EndTxn moves it to PrepareCommit/PrepareAbort,
+// the coordinator writes the markers into the partitions, and CompleteTxn,
+// carrying the markers' offsets, completes it.
+
+// extPartition is one external partition's transaction state.
+type extPartition struct {
+	ongoing map[int64]int64 // producer id → first offset of its open transaction
+	aborted []AbortedTxn    // by marker offset
+	// end is past the last marker CompleteTxn recorded here: a producer's
+	// next transaction starts at or after it (its previous one's marker
+	// is below it), whatever offset the coordinator read.
+	end int64
+}
+
+// AddExtTxnPartitions adds external partitions to the producer's
+// transaction, starting it if none is ongoing: AddPartitionsToTxn on the
+// Iggy backend. The coordinator has checked the partitions exist and read
+// each one's next offset (Firsts[i] for Partitions[i]) before proposing:
+// the transaction's records there come at or after it.
+type AddExtTxnPartitions struct {
+	TxnProducer
+	Partitions []TopicPartition
+	Firsts     []int64
+}
+
+func (*AddExtTxnPartitions) Kind() Kind { return KindAddExtTxnPartitions }
+func (c *AddExtTxnPartitions) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	encodeTopicPartitions(e, c.Partitions)
+	e.uvar(uint64(len(c.Firsts)))
+	for _, o := range c.Firsts {
+		e.i64(o)
+	}
+}
+
+func decodeAddExtTxnPartitions(d *dec) *AddExtTxnPartitions {
+	c := &AddExtTxnPartitions{TxnProducer: decodeTxnProducer(d)}
+	c.Partitions = decodeTopicPartitions(d)
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Firsts = append(c.Firsts, d.i64())
+	}
+	return c
+}
+
+// CompleteTxn completes a transaction in PrepareCommit or PrepareAbort
+// once the coordinator has written its markers: Offsets[i] is the marker's
+// offset in Partitions[i], -1 when the partition was deleted. A retry after
+// completion answers NONE.
+type CompleteTxn struct {
+	TxnProducer
+	Commit     bool
+	Partitions []TopicPartition
+	Offsets    []int64
+}
+
+func (*CompleteTxn) Kind() Kind { return KindCompleteTxn }
+func (c *CompleteTxn) encode(e *enc) {
+	c.TxnProducer.encode(e)
+	e.bool(c.Commit)
+	encodeTopicPartitions(e, c.Partitions)
+	e.uvar(uint64(len(c.Offsets)))
+	for _, o := range c.Offsets {
+		e.i64(o)
+	}
+}
+
+func decodeCompleteTxn(d *dec) *CompleteTxn {
+	c := &CompleteTxn{TxnProducer: decodeTxnProducer(d), Commit: d.bool()}
+	c.Partitions = decodeTopicPartitions(d)
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Offsets = append(c.Offsets, d.i64())
+	}
+	return c
+}
+
+func (f *FSM) applyAddExtTxnPartitions(c *AddExtTxnPartitions) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(c.Firsts) != len(c.Partitions) {
+		return &TxnResult{Code: ErrInvalidRequest}
+	}
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	if t.preparing() {
+		return &TxnResult{Code: ErrConcurrentTransactions}
+	}
+	t.beginLocked(c.NowMs)
+	for i, tp := range c.Partitions {
+		t.partitions = insertSorted(t.partitions, tp, func(a, b TopicPartition) bool {
+			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+		})
+		p := f.ext[tp]
+		if p == nil {
+			p = &extPartition{ongoing: map[int64]int64{}}
+			f.ext[tp] = p
+		}
+		if _, open := p.ongoing[t.producerID]; !open {
+			p.ongoing[t.producerID] = max(c.Firsts[i], p.end)
+		}
+	}
+	return &TxnResult{Codes: make([]int16, len(c.Partitions))}
+}
+
+// externalLocked tells whether t's transaction has partitions outside the
+// FSM, whose markers the coordinator writes.
+func (f *FSM) externalLocked(t *txn) bool {
+	for _, tp := range t.partitions {
+		if p := f.ext[tp]; p != nil {
+			if _, open := p.ongoing[t.producerID]; open {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (f *FSM) applyCompleteTxn(c *CompleteTxn) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(c.Offsets) != len(c.Partitions) {
+		return &TxnResult{Code: ErrInvalidRequest}
+	}
+	t, code := f.checkProducerLocked(&c.TxnProducer)
+	if code != ErrNone {
+		return &TxnResult{Code: code}
+	}
+	switch {
+	case c.Commit && t.state == TxnCompleteCommit, !c.Commit && t.state == TxnCompleteAbort:
+		return &TxnResult{} // a retry
+	case c.Commit && t.state != TxnPrepareCommit, !c.Commit && t.state != TxnPrepareAbort:
+		return &TxnResult{Code: ErrInvalidTxnState}
+	}
+	for i, tp := range c.Partitions {
+		p := f.ext[tp]
+		if p == nil {
+			continue
+		}
+		marker := c.Offsets[i]
+		p.end = max(p.end, marker+1)
+		first, open := p.ongoing[t.producerID]
+		if !open {
+			continue
+		}
+		delete(p.ongoing, t.producerID)
+		if !c.Commit && marker >= 0 { // -1: the partition is gone, no marker
+			p.aborted = append(p.aborted, AbortedTxn{ProducerID: t.producerID, FirstOffset: first, LastOffset: marker})
+		}
+	}
+	f.finishTxnLocked(t, c.Commit, c.NowMs)
+	return &TxnResult{}
+}
+
+// ExtLastStableOffset is an external partition's last stable offset given
+// its high watermark: the first offset of its oldest open transaction, or
+// hw when none is open.
+func (f *FSM) ExtLastStableOffset(tp TopicPartition, hw int64) int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	lso := hw
+	if p := f.ext[tp]; p != nil {
+		for _, first := range p.ongoing {
+			lso = min(lso, first)
+		}
+	}
+	return lso
+}
+
+// ExtAbortedTxns lists an external partition's aborted transactions with
+// records in [from, to), oldest first.
+func (f *FSM) ExtAbortedTxns(tp TopicPartition, from, to int64) []AbortedTxn {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	p := f.ext[tp]
+	if p == nil {
+		return nil
+	}
+	var out []AbortedTxn
+	for _, a := range p.aborted {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TxnProducerEpoch is the current epoch of a transactional producer id.
+func (f *FSM) TxnProducerEpoch(pid int64) (int16, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.txnByPID[pid]
+	if !ok {
+		return 0, false
+	}
+	return f.txns[id].epoch, true
+}
+
+// encodeExtTxnsLocked writes the external partitions' section: by topic
+// and partition, the open transactions by producer, the aborted ones and
+// the end.
+func (f *FSM) encodeExtTxnsLocked(e *enc) {
+	tps := make([]TopicPartition, 0, len(f.ext))
+	for tp := range f.ext {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
+	})
+	e.uvar(uint64(len(tps)))
+	for _, tp := range tps {
+		p := f.ext[tp]
+		e.str(tp.Topic)
+		e.i32(tp.Partition)
+		e.i64(p.end)
+		pids := make([]int64, 0, len(p.ongoing))
+		for pid := range p.ongoing {
+			pids = append(pids, pid)
+		}
+		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+		e.uvar(uint64(len(pids)))
+		for _, pid := range pids {
+			e.i64(pid)
+			e.i64(p.ongoing[pid])
+		}
+		e.uvar(uint64(len(p.aborted)))
+		for _, a := range p.aborted {
+			e.i64(a.ProducerID)
+			e.i64(a.FirstOffset)
+			e.i64(a.LastOffset)
+		}
+	}
+}
+
+func decodeExtTxns(d *dec) map[TopicPartition]*extPartition {
+	out := map[TopicPartition]*extPartition{}
+	n := d.count(15)
+	for i := 0; i < n && d.err == nil; i++ {
+		tp := TopicPartition{Topic: d.str(), Partition: d.i32()}
+		p := &extPartition{ongoing: map[int64]int64{}, end: d.i64()}
+		no := d.count(16)
+		for j := 0; j < no && d.err == nil; j++ {
+			pid := d.i64()
+			p.ongoing[pid] = d.i64()
+		}
+		na := d.count(24)
+		for j := 0; j < na && d.err == nil; j++ {
+			p.aborted = append(p.aborted, AbortedTxn{ProducerID: d.i64(), FirstOffset: d.i64(), LastOffset: d.i64()})
+		}
+		out[tp] = p
+	}
+	return out
+}
+
+// ExtOngoing tells whether the producer has an open transaction in the
+// external partition.
+func (f *FSM) ExtOngoing(tp TopicPartition, pid int64) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if p := f.ext[tp]; p != nil {
+		_, open := p.ongoing[pid]
+		return open
+	}
+	return false
+}
