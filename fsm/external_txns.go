@@ -15,8 +15,7 @@ import (
 
 // extPartition is one external partition's transaction state.
 type extPartition struct {
-	ongoing map[int64]int64 // producer id → first offset of its open transaction
-	aborted []AbortedTxn    // by marker offset
+	partTxns
 	// end is past the last marker CompleteTxn recorded here: a producer's
 	// next transaction starts at or after it (its previous one's marker
 	// is below it), whatever offset the coordinator read.
@@ -101,12 +100,10 @@ func (f *FSM) applyAddExtTxnPartitions(c *AddExtTxnPartitions) any {
 	}
 	t.beginLocked(c.NowMs)
 	for i, tp := range c.Partitions {
-		t.partitions = insertSorted(t.partitions, tp, func(a, b TopicPartition) bool {
-			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-		})
+		t.partitions = insertSorted(t.partitions, tp, tpLess)
 		p := f.ext[tp]
 		if p == nil {
-			p = &extPartition{ongoing: map[int64]int64{}}
+			p = &extPartition{partTxns: newPartTxns()}
 			f.ext[tp] = p
 		}
 		if _, open := p.ongoing[t.producerID]; !open {
@@ -150,16 +147,9 @@ func (f *FSM) applyCompleteTxn(c *CompleteTxn) any {
 		if p == nil {
 			continue
 		}
-		marker := c.Offsets[i]
+		marker := c.Offsets[i] // -1: the partition is gone, no marker
 		p.end = max(p.end, marker+1)
-		first, open := p.ongoing[t.producerID]
-		if !open {
-			continue
-		}
-		delete(p.ongoing, t.producerID)
-		if !c.Commit && marker >= 0 { // -1: the partition is gone, no marker
-			p.aborted = append(p.aborted, AbortedTxn{ProducerID: t.producerID, FirstOffset: first, LastOffset: marker})
-		}
+		p.close(t.producerID, marker, c.Commit)
 	}
 	f.finishTxnLocked(t, c.Commit, c.NowMs)
 	return &TxnResult{}
@@ -171,13 +161,10 @@ func (f *FSM) applyCompleteTxn(c *CompleteTxn) any {
 func (f *FSM) ExtLastStableOffset(tp TopicPartition, hw int64) int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	lso := hw
 	if p := f.ext[tp]; p != nil {
-		for _, first := range p.ongoing {
-			lso = min(lso, first)
-		}
+		return p.lso(hw)
 	}
-	return lso
+	return hw
 }
 
 // ExtAbortedTxns lists an external partition's aborted transactions with
@@ -185,17 +172,10 @@ func (f *FSM) ExtLastStableOffset(tp TopicPartition, hw int64) int64 {
 func (f *FSM) ExtAbortedTxns(tp TopicPartition, from, to int64) []AbortedTxn {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	p := f.ext[tp]
-	if p == nil {
-		return nil
+	if p := f.ext[tp]; p != nil {
+		return p.abortedIn(from, to)
 	}
-	var out []AbortedTxn
-	for _, a := range p.aborted {
-		if a.LastOffset >= from && a.FirstOffset < to {
-			out = append(out, a)
-		}
-	}
-	return out
+	return nil
 }
 
 // TxnProducerEpoch is the current epoch of a transactional producer id.
@@ -217,31 +197,14 @@ func (f *FSM) encodeExtTxnsLocked(e *enc) {
 	for tp := range f.ext {
 		tps = append(tps, tp)
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
-	})
+	sort.Slice(tps, func(i, j int) bool { return tpLess(tps[i], tps[j]) })
 	e.uvar(uint64(len(tps)))
 	for _, tp := range tps {
 		p := f.ext[tp]
 		e.str(tp.Topic)
 		e.i32(tp.Partition)
 		e.i64(p.end)
-		pids := make([]int64, 0, len(p.ongoing))
-		for pid := range p.ongoing {
-			pids = append(pids, pid)
-		}
-		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
-		e.uvar(uint64(len(pids)))
-		for _, pid := range pids {
-			e.i64(pid)
-			e.i64(p.ongoing[pid])
-		}
-		e.uvar(uint64(len(p.aborted)))
-		for _, a := range p.aborted {
-			e.i64(a.ProducerID)
-			e.i64(a.FirstOffset)
-			e.i64(a.LastOffset)
-		}
+		p.encode(e)
 	}
 }
 
@@ -250,17 +213,8 @@ func decodeExtTxns(d *dec) map[TopicPartition]*extPartition {
 	n := d.count(15)
 	for i := 0; i < n && d.err == nil; i++ {
 		tp := TopicPartition{Topic: d.str(), Partition: d.i32()}
-		p := &extPartition{ongoing: map[int64]int64{}, end: d.i64()}
-		no := d.count(16)
-		for j := 0; j < no && d.err == nil; j++ {
-			pid := d.i64()
-			p.ongoing[pid] = d.i64()
-		}
-		na := d.count(24)
-		for j := 0; j < na && d.err == nil; j++ {
-			p.aborted = append(p.aborted, AbortedTxn{ProducerID: d.i64(), FirstOffset: d.i64(), LastOffset: d.i64()})
-		}
-		out[tp] = p
+		end := d.i64()
+		out[tp] = &extPartition{partTxns: decodePartTxns(d), end: end}
 	}
 	return out
 }

@@ -85,8 +85,7 @@ type Partition struct {
 	// prodMu, which readers outside it (Producers) take too.
 	prodMu    sync.Mutex
 	producers map[int64]*producerState
-	ongoing   map[int64]int64 // producer id → first offset of its open transaction here
-	aborted   []AbortedTxn    // by marker offset
+	partTxns  // its transactions, under prodMu
 }
 
 // Open loads the FSM from its checkpoint in opts.Dir (or starts empty),
@@ -247,7 +246,7 @@ func (f *FSM) addPartitionsLocked(t *Topic, count int32) error {
 		if err != nil {
 			return err
 		}
-		t.Partitions = append(t.Partitions, &Partition{Index: i, Log: l, dir: dir, producers: map[int64]*producerState{}, ongoing: map[int64]int64{}})
+		t.Partitions = append(t.Partitions, &Partition{Index: i, Log: l, dir: dir, producers: map[int64]*producerState{}, partTxns: newPartTxns()})
 	}
 	return nil
 }

@@ -423,10 +423,10 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 					return err
 				}
 			}
-			p := &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers, ongoing: map[int64]int64{}}
+			p := &Partition{Index: int32(i), Log: l, dir: dir, producers: mp.producers, partTxns: newPartTxns()}
 			if m.txns != nil {
 				if pt := m.txns.parts[TopicPartition{t.Name, int32(i)}]; pt != nil {
-					p.ongoing, p.aborted = pt.ongoing, pt.aborted
+					p.partTxns = *pt
 				}
 			}
 			t.Partitions = append(t.Partitions, p)

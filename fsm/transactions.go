@@ -377,9 +377,7 @@ func (f *FSM) applyAddTxnPartitions(c *AddTxnPartitions) any {
 	}
 	t.beginLocked(c.NowMs)
 	for _, tp := range c.Partitions {
-		t.partitions = insertSorted(t.partitions, tp, func(a, b TopicPartition) bool {
-			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-		})
+		t.partitions = insertSorted(t.partitions, tp, tpLess)
 	}
 	return r
 }
@@ -599,12 +597,7 @@ func (p *Partition) writeMarkerLocked(marker []byte, producerID int64, epoch int
 	if err != nil {
 		return err
 	}
-	if first, ok := p.ongoing[producerID]; ok {
-		if !commit {
-			p.aborted = append(p.aborted, AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: base})
-		}
-		delete(p.ongoing, producerID)
-	}
+	p.close(producerID, base, commit)
 	if ps := p.producers[producerID]; ps != nil && epoch > ps.epoch {
 		// A fencing marker: the old epoch's batches are refused from now.
 		ps.epoch, ps.recent, ps.lastTs = epoch, ps.recent[:0], now
@@ -643,11 +636,7 @@ func (f *FSM) checkTxnBatchLocked(b *Batch) int16 {
 func (p *Partition) LastStableOffset() int64 {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
-	lso := p.Log.Next()
-	for _, first := range p.ongoing {
-		lso = min(lso, first)
-	}
-	return lso
+	return p.lso(p.Log.Next())
 }
 
 // AbortedTxns lists the aborted transactions that have records in
@@ -655,13 +644,7 @@ func (p *Partition) LastStableOffset() int64 {
 func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
-	var out []AbortedTxn
-	for _, a := range p.aborted {
-		if a.LastOffset >= from && a.FirstOffset < to {
-			out = append(out, a)
-		}
-	}
-	return out
+	return p.abortedIn(from, to)
 }
 
 // pruneAborted forgets aborted transactions that ended before the log
@@ -797,22 +780,7 @@ func (f *FSM) encodeTxnsLocked(e *enc) {
 		p := pt.p
 		e.str(pt.topic)
 		e.i32(p.Index)
-		pids := make([]int64, 0, len(p.ongoing))
-		for pid := range p.ongoing {
-			pids = append(pids, pid)
-		}
-		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
-		e.uvar(uint64(len(pids)))
-		for _, pid := range pids {
-			e.i64(pid)
-			e.i64(p.ongoing[pid])
-		}
-		e.uvar(uint64(len(p.aborted)))
-		for _, a := range p.aborted {
-			e.i64(a.ProducerID)
-			e.i64(a.FirstOffset)
-			e.i64(a.LastOffset)
-		}
+		p.encode(e)
 	}
 }
 
@@ -820,11 +788,6 @@ func (f *FSM) encodeTxnsLocked(e *enc) {
 type txnMeta struct {
 	txns  map[string]*txn
 	parts map[TopicPartition]*partTxns
-}
-
-type partTxns struct {
-	ongoing map[int64]int64
-	aborted []AbortedTxn
 }
 
 func decodeTxns(d *dec) *txnMeta {
@@ -860,17 +823,8 @@ func decodeTxns(d *dec) *txnMeta {
 	np := d.count(7)
 	for i := 0; i < np && d.err == nil; i++ {
 		tp := TopicPartition{Topic: d.str(), Partition: d.i32()}
-		pt := &partTxns{ongoing: map[int64]int64{}}
-		no := d.count(16)
-		for j := 0; j < no && d.err == nil; j++ {
-			pid := d.i64()
-			pt.ongoing[pid] = d.i64()
-		}
-		na := d.count(24)
-		for j := 0; j < na && d.err == nil; j++ {
-			pt.aborted = append(pt.aborted, AbortedTxn{ProducerID: d.i64(), FirstOffset: d.i64(), LastOffset: d.i64()})
-		}
-		m.parts[tp] = pt
+		pt := decodePartTxns(d)
+		m.parts[tp] = &pt
 	}
 	return m
 }
