@@ -43,14 +43,13 @@ func roundTrip(c net.Conn) error {
 	return err
 }
 
-// TestNetworkCutAndHeal: a proxy knows the dialling process as its node,
-// passes bytes while the link is up, closes open connections and refuses
-// new ones once it is cut, and passes again after Heal; a link not cut is
-// untouched.
-func TestNetworkCutAndHeal(t *testing.T) {
+// linksFromOne is a network in which this test dials as node 1, with
+// proxies to echo servers as nodes 2 and 3.
+func linksFromOne(t *testing.T) (*Network, *Proxy, *Proxy) {
+	t.Helper()
 	nw := NewNetwork()
-	defer nw.Close()
-	nw.SetProcess(1, os.Getpid()) // this test dials as node 1
+	t.Cleanup(nw.Close)
+	nw.SetProcess(1, os.Getpid())
 	to2, err := nw.Listen(2, echoServer(t), false)
 	if err != nil {
 		t.Fatal(err)
@@ -59,15 +58,27 @@ func TestNetworkCutAndHeal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func(p *Proxy) net.Conn {
-		c, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+	return nw, to2, to3
+}
+
+// dial opens a connection through p, closed when the test ends.
+func dial(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	open2, open3 := dial(to2), dial(to3)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestNetworkCutAndHeal: a proxy knows the dialling process as its node,
+// passes bytes while the link is up, closes open connections and refuses
+// new ones once it is cut, and passes again after Heal; a link not cut is
+// untouched.
+func TestNetworkCutAndHeal(t *testing.T) {
+	nw, to2, to3 := linksFromOne(t)
+	open2, open3 := dial(t, to2), dial(t, to3)
 	if err := roundTrip(open2); err != nil {
 		t.Fatalf("link 1-2 up: %v", err)
 	}
@@ -79,7 +90,7 @@ func TestNetworkCutAndHeal(t *testing.T) {
 	if err := roundTrip(open2); err == nil {
 		t.Fatal("an open connection on the cut link 1-2 still passes bytes")
 	}
-	if err := roundTrip(dial(to2)); err == nil {
+	if err := roundTrip(dial(t, to2)); err == nil {
 		t.Fatal("a new connection on the cut link 1-2 passes bytes")
 	}
 	if err := roundTrip(open3); err != nil {
@@ -87,7 +98,7 @@ func TestNetworkCutAndHeal(t *testing.T) {
 	}
 
 	nw.Heal()
-	if err := roundTrip(dial(to2)); err != nil {
+	if err := roundTrip(dial(t, to2)); err != nil {
 		t.Fatalf("link 1-2 after heal: %v", err)
 	}
 	if n := nw.Unknown(); n != 0 {
@@ -183,32 +194,14 @@ func TestNetworkGossipUDP(t *testing.T) {
 // a link not black-holed is untouched; after Heal what was held arrives,
 // in order, on the same connections.
 func TestNetworkBlackHole(t *testing.T) {
-	nw := NewNetwork()
-	defer nw.Close()
-	nw.SetProcess(1, os.Getpid()) // this test dials as node 1
-	to2, err := nw.Listen(2, echoServer(t), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to3, err := nw.Listen(3, echoServer(t), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func(p *Proxy) net.Conn {
-		c, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	open2, open3 := dial(to2), dial(to3)
+	nw, to2, to3 := linksFromOne(t)
+	open2, open3 := dial(t, to2), dial(t, to3)
 	if err := roundTrip(open2); err != nil {
 		t.Fatalf("link 1-2 up: %v", err)
 	}
 
 	nw.BlackHole(1, 2)
-	fresh2 := dial(to2) // accepted, as a SYN-ACK would have been before the hole
+	fresh2 := dial(t, to2) // accepted, as a SYN-ACK would have been before the hole
 	silent := func(name string, c net.Conn) *bufio.Reader {
 		if _, err := c.Write([]byte("held " + name + "\n")); err != nil {
 			t.Fatalf("%s: a write into the black hole failed: %v", name, err)
@@ -240,7 +233,7 @@ func TestNetworkBlackHole(t *testing.T) {
 			t.Fatalf("%s connection after heal: read %q, %v; want what was held", name, line, err)
 		}
 	}
-	if err := roundTrip(dial(to2)); err != nil {
+	if err := roundTrip(dial(t, to2)); err != nil {
 		t.Fatalf("link 1-2 after heal: %v", err)
 	}
 }
