@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -77,14 +76,7 @@ func TestExternalTransactionLifecycle(t *testing.T) {
 		t.Fatalf("LSO of a transaction added with a stale offset: %d, want 16", lso)
 	}
 
-	snap := snapshotBytes(t, h.f)
-	dst := openFSM(t, t.TempDir())
-	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
-		t.Fatal("restored state differs from the snapshot")
-	}
+	dst := restoredCopy(t, h.f)
 	if lso := dst.ExtLastStableOffset(tp, 20); lso != 16 {
 		t.Fatalf("restored LSO %d", lso)
 	}

@@ -168,6 +168,21 @@ func randomAlterTopicConfigs(r *rand.Rand, topic string) *AlterTopicConfigs {
 	return c
 }
 
+// restoredCopy restores src's snapshot into a fresh FSM and checks that
+// the copy snapshots to the same bytes.
+func restoredCopy(t *testing.T, src *FSM) *FSM {
+	t.Helper()
+	snap := snapshotBytes(t, src)
+	dst := openFSM(t, t.TempDir())
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
+		t.Fatal("restored state differs from the snapshot")
+	}
+	return dst
+}
+
 func snapshotBytes(t *testing.T, f *FSM) []byte {
 	t.Helper()
 	s, err := f.Snapshot()

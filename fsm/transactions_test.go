@@ -307,15 +307,8 @@ func TestTransactionsSurviveSnapshotRestore(t *testing.T) {
 	h.txn(&AddTxnGroup{TxnProducer: h.prod("b", b), Group: "g"})
 	h.txn(&TxnCommitOffsets{TxnProducer: h.prod("b", b), Group: "g", Generation: -1, MaxGroups: 10,
 		Offsets: []OffsetCommit{{Topic: "t", Partition: 1, Offset: 7, LeaderEpoch: -1}}})
-	snap := snapshotBytes(t, h.f)
 
-	dst := openFSM(t, t.TempDir())
-	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
-		t.Fatal("restored state differs from the snapshot")
-	}
+	dst := restoredCopy(t, h.f)
 	if !reflect.DeepEqual(dst.Transactions(), h.f.Transactions()) {
 		t.Fatalf("transactions %+v, want %+v", dst.Transactions(), h.f.Transactions())
 	}
@@ -663,14 +656,7 @@ func TestWriteTxnMarkersAbortsAnOpenTransaction(t *testing.T) {
 	}
 
 	// The state survives a snapshot.
-	snap := snapshotBytes(t, h.f)
-	dst := openFSM(t, t.TempDir())
-	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	if got := snapshotBytes(t, dst); !bytes.Equal(got, snap) {
-		t.Fatal("restored state differs from the snapshot")
-	}
+	dst := restoredCopy(t, h.f)
 	if got, want := dst.Partition("t", 0).AbortedTxns(0, 10), part.AbortedTxns(0, 10); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored aborted %+v, want %+v", got, want)
 	}
