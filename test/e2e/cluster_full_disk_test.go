@@ -165,7 +165,7 @@ func runClusterFullDisk(t *testing.T, mode string) {
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after the full disk: %s", after)
-	clGroupKept(t, "the full disk", before, after, kgoBefore, members)
+	clGroupKept(t, "the full disk", before, after, kgoBefore, members, w)
 	offsets.finish(t)
 	clCloseMembers(t, w, members)
 	t.Logf("full disk (%s) done in %v", mode, time.Since(begin).Round(time.Millisecond))
