@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench failover-bench chaos chaos-short lint deps clean
+.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench bench-short failover-bench chaos chaos-short lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -30,6 +30,7 @@ test: deps build lint
 	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 60m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
 	$(MAKE) e2e-iggy-real
 	$(MAKE) chaos-short
+	$(MAKE) bench-short
 	$(MAKE) fuzz
 
 # Only the Iggy tier against the double (KGATE_E2E_IGGY_DIALECT=legacy for
@@ -62,6 +63,18 @@ ifeq ($(BACKEND),iggy)
 else
 	./scripts/bench.sh
 endif
+
+# Every benchmark shortened, in make test: each section and target of make
+# bench (the Iggy section too) and each target and client of make
+# failover-bench, on loads small enough for a minute or two each, so that the
+# scripts, kgate-bench and the comparison servers keep working end to end.
+# Its figures mean nothing.
+bench-short: build
+	BENCH_KILLS=2 BENCH_CLUSTER_RECORDS=20000 BENCH_JOINSTORM_ARGS='-members 50' \
+		BENCH_GROUPS_ARGS='-members 200 -groups 20 -settle 1s -window 5s' \
+		./scripts/bench.sh -partitions 1,8 -records 20000
+	BENCH_SECTIONS=iggy BENCH_IGGY_RECORDS=20000 ./scripts/bench.sh
+	FAILOVER_KILLS=2 FAILOVER_KAFKA_KILLS=1 ./scripts/failover-bench.sh
 
 # Leader kills under live consumer groups (franz-go, Java, librdkafka)
 # against three kgate nodes and a three-broker Apache Kafka; see

@@ -19,9 +19,10 @@
 #
 # Environment:
 #   FAILOVER_TARGETS      targets, in order (default "kgate kafka")
-#   FAILOVER_CLIENTS      clients, in order (default "franz-go franz-go-tuned java librdkafka";
-#                         franz-go-tuned is franz-go with the settings docs/operations.md gives:
-#                         MetadataMinAge 250ms, retry backoff at least 500ms)
+#   FAILOVER_CLIENTS      clients, in order (default "franz-go franz-go-tuned java librdkafka
+#                         librdkafka-tuned"; the tuned ones run with the settings
+#                         docs/operations.md gives: franz-go MetadataMinAge 250ms and retry
+#                         backoff at least 500ms, librdkafka reconnect.backoff.max.ms=1000)
 #   FAILOVER_KILLS        kills per client against kgate (default 100)
 #   FAILOVER_KAFKA_KILLS  kills per client against Kafka (default 20)
 #   FAILOVER_PYTHON       python with confluent_kafka (default /usr/bin/python3)
@@ -39,7 +40,7 @@ readonly SCRIPT_DIR REPO_ROOT
 cd "$REPO_ROOT"
 
 read -r -a TARGETS <<<"${FAILOVER_TARGETS:-kgate kafka}"
-read -r -a CLIENTS <<<"${FAILOVER_CLIENTS:-franz-go franz-go-tuned java librdkafka}"
+read -r -a CLIENTS <<<"${FAILOVER_CLIENTS:-franz-go franz-go-tuned java librdkafka librdkafka-tuned}"
 readonly TARGETS CLIENTS
 readonly KILLS="${FAILOVER_KILLS:-100}"
 readonly KAFKA_KILLS="${FAILOVER_KAFKA_KILLS:-20}"
@@ -88,15 +89,20 @@ run_bench() {
 		pids+="${pids:+,}$i=$(cat "$dir/node$i/pid")"
 	done
 	local -a cargs
+	local conf="${KGATE_E2E_RDKAFKA_CONF:-}"
 	case "$client" in
 	franz-go) cargs=(-client franz-go) ;;
 	franz-go-tuned) cargs=(-client "franz-go (tuned)" -metadata-min-age 250ms -retry-backoff-min 500ms) ;;
 	java) cargs=(-client java -consumer-cmd "java -cp $JAR kgate.e2e.ClusterConsumer") ;;
 	librdkafka) cargs=(-client librdkafka -consumer-cmd "$PYTHON $REPO_ROOT/test/clients/confluent-kafka-python/cluster_consumer.py") ;;
+	librdkafka-tuned)
+		cargs=(-client "librdkafka (tuned)" -consumer-cmd "$PYTHON $REPO_ROOT/test/clients/confluent-kafka-python/cluster_consumer.py")
+		conf=reconnect.backoff.max.ms=1000
+		;;
 	esac
 	log "$name: $kills kills (log: $WORK/$name.log)"
 	RESULTS+=("$WORK/$name.json")
-	if ! bin/kgate-bench failover -json -kills "$kills" -pids "$pids" "${cargs[@]}" "$@" "${EXTRA[@]}" \
+	if ! KGATE_E2E_RDKAFKA_CONF="$conf" bin/kgate-bench failover -json -kills "$kills" -pids "$pids" "${cargs[@]}" "$@" "${EXTRA[@]}" \
 		>"$WORK/$name.json" 2>"$WORK/$name.log"; then
 		log "$name: failed (log: $WORK/$name.log)"
 		FAILED=1
@@ -153,8 +159,8 @@ for c in "${CLIENTS[@]}"; do
 	case "$c" in
 	franz-go | franz-go-tuned) ;;
 	java) [[ -f "$JAR" ]] || die "$JAR missing: make deps" ;;
-	librdkafka) "$PYTHON" -c 'import confluent_kafka' 2>/dev/null || die "$PYTHON has no confluent_kafka: make deps" ;;
-	*) die "unknown client $c (want franz-go, franz-go-tuned, java or librdkafka)" ;;
+	librdkafka | librdkafka-tuned) "$PYTHON" -c 'import confluent_kafka' 2>/dev/null || die "$PYTHON has no confluent_kafka: make deps" ;;
+	*) die "unknown client $c (want franz-go, franz-go-tuned, java, librdkafka or librdkafka-tuned)" ;;
 	esac
 done
 mkdir -p bin

@@ -230,24 +230,15 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 	return nil
 }
 
-// placeMembers spreads the members over the groups and gives each two
-// links to its group's coordinator.
-//
-// Kafka answers a connection's requests in order, so a JoinGroup or
-// SyncGroup parked until a rebalance completes holds up every answer queued
-// behind it. Real clients give each member its own connection; here:
-//
-//   - Heartbeats, and JoinGroups without a member id (answered at once with
-//     MEMBER_ID_REQUIRED, KIP-394), use "fast" links shared by
-//     -heartbeats-per-conn members of any groups: nothing parks on them.
-//   - JoinGroups with a member id and SyncGroups, which park, use "group"
-//     links that carry members of a single group only, at most
-//     -members-per-conn of them. Members of one group are answered together
-//     when its rebalance completes, whereas two groups on one connection can
-//     wait on each other (each one's leader stuck behind the other's parked
-//     followers) until the rebalance timeout. A member has at most one
-//     request in flight, and kgate works on 32 pipelined requests per
-//     connection before it stops reading.
+// placeMembers spreads the members over the groups and gives each its
+// own link to its group's coordinator, as a real client has: Kafka and
+// kgate serve a connection's requests one after another, so a JoinGroup or
+// SyncGroup parked until a rebalance completes holds up everything queued
+// behind it (several members on one link never complete a rebalance). With
+// -heartbeats-per-conn above 1, Heartbeats and JoinGroups without a member
+// id (answered at once with MEMBER_ID_REQUIRED, KIP-394) go over "fast"
+// links shared by that many members of any groups instead: nothing parks
+// there, but each answer waits for those before it.
 func (b *groupBench) placeMembers(ctx context.Context, adm *kadm.Client, groups []string) ([]*member, []*link, error) {
 	coords := adm.FindGroupCoordinators(ctx, groups...)
 	var links []*link
@@ -272,17 +263,17 @@ func (b *groupBench) placeMembers(ctx context.Context, adm *kadm.Client, groups 
 		if i < b.cfg.members%len(groups) {
 			n++
 		}
-		var gl *link
-		for j := range n {
-			if j%b.cfg.membersPerConn == 0 {
-				gl = newLink(addr, "group")
+		for range n {
+			gl := newLink(addr, "member")
+			fl := gl
+			if b.cfg.heartbeatsPerConn > 1 {
+				fl = fast[addr]
+				if fl == nil || fastFill[fl] >= b.cfg.heartbeatsPerConn {
+					fl = newLink(addr, "fast")
+					fast[addr] = fl
+				}
+				fastFill[fl]++
 			}
-			fl := fast[addr]
-			if fl == nil || fastFill[fl] >= b.cfg.heartbeatsPerConn {
-				fl = newLink(addr, "fast")
-				fast[addr] = fl
-			}
-			fastFill[fl]++
 			members = append(members, &member{b: b, group: g, link: gl, fast: fl})
 		}
 	}

@@ -41,10 +41,12 @@ const groupsUsage = `kgate-bench groups: simulated classic-protocol consumer gro
 -members members in -groups groups on one topic (members spread evenly, the
 groups' members kept together) run JoinGroup (answering MEMBER_ID_REQUIRED),
 SyncGroup (the leader sends a round-robin assignment) and then Heartbeat
-every -heartbeat. Members are not kgo clients: they share raw, pipelined
-connections to their group's coordinator, -members-per-conn of one group on
-a connection for JoinGroup and SyncGroup (which park), and
--heartbeats-per-conn on a connection for Heartbeat (which does not).
+every -heartbeat. Members are not kgo clients but raw connections to their
+group's coordinator, one per member as a real client has (Kafka and kgate
+serve a connection's requests one after another, so a parked JoinGroup holds
+up everything behind it). With -heartbeats-per-conn above 1, Heartbeats and
+first JoinGroups go over connections shared by that many members instead,
+and a heartbeat's latency includes the wait behind those queued before it.
 
 It reports the time until every member completed its first SyncGroup (all
 groups Stable), and over a -window of steady heartbeating: heartbeat latency
@@ -87,8 +89,8 @@ func parseGroupsConfig(mode string, args []string, output io.Writer) (groupsConf
 	fs.IntVar(&cfg.partitions, "partitions", 10, "partitions of the topic the groups consume (what the leaders assign)")
 	fs.IntVar(&cfg.members, "members", defMembers, "members in all")
 	fs.IntVar(&cfg.groups, "groups", defGroups, "groups")
-	fs.IntVar(&cfg.membersPerConn, "members-per-conn", 20, "members of one group sharing a JoinGroup/SyncGroup connection (kgate works on 32 pipelined requests per connection: keep it below that)")
-	fs.IntVar(&cfg.heartbeatsPerConn, "heartbeats-per-conn", 100, "members sharing a Heartbeat connection")
+	fs.IntVar(&cfg.membersPerConn, "members-per-conn", 1, "members sharing a JoinGroup/SyncGroup connection: 1, the only value that works (a connection's requests are served in order, and a parked JoinGroup would hold the others)")
+	fs.IntVar(&cfg.heartbeatsPerConn, "heartbeats-per-conn", 1, "members sharing a Heartbeat connection (1: each member heartbeats on its own connection)")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 3*time.Second, "heartbeat interval")
 	fs.DurationVar(&cfg.session, "session-timeout", 45*time.Second, "session timeout members ask for")
 	fs.DurationVar(&cfg.rebalance, "rebalance-timeout", 60*time.Second, "rebalance timeout members ask for")
@@ -117,8 +119,10 @@ func parseGroupsConfig(mode string, args []string, output io.Writer) (groupsConf
 		return groupsConfig{}, errors.New("-groups must be at least 1")
 	case cfg.members < cfg.groups:
 		return groupsConfig{}, errors.New("-members must be at least -groups")
-	case cfg.membersPerConn < 1 || cfg.heartbeatsPerConn < 1:
-		return groupsConfig{}, errors.New("-members-per-conn and -heartbeats-per-conn must be at least 1")
+	case cfg.membersPerConn != 1:
+		return groupsConfig{}, errors.New("-members-per-conn must be 1: a connection's requests are served one after another, and a member's parked JoinGroup would hold up the others on its connection until the rebalance timeout")
+	case cfg.heartbeatsPerConn < 1:
+		return groupsConfig{}, errors.New("-heartbeats-per-conn must be at least 1")
 	case cfg.partitions < 1:
 		return groupsConfig{}, errors.New("-partitions must be at least 1")
 	case cfg.heartbeat <= 0 || cfg.session <= 0 || cfg.rebalance <= 0 || cfg.setupTimeout <= 0:

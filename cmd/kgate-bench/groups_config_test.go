@@ -27,6 +27,8 @@ func TestParseGroupsConfig(t *testing.T) {
 		{"-groups", "0"},
 		{"-members", "5", "-groups", "10"},
 		{"-members-per-conn", "0"},
+		{"-members-per-conn", "2"},
+		{"-heartbeats-per-conn", "0"},
 		{"-window", "-1s"},
 		{"extra"},
 	} {

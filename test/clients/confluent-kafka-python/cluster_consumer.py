@@ -100,6 +100,13 @@ def group_consume(bootstrap, topic, group, client_id, opts):
         conf["partition.assignment.strategy"] = "cooperative-sticky"
     if os.environ.get("KGATE_E2E_RDKAFKA_DEBUG"):
         conf["debug"] = os.environ["KGATE_E2E_RDKAFKA_DEBUG"]
+    # Extra librdkafka properties, "name=value,name=value" (the failover
+    # benchmark's tuned row sets reconnect.backoff.max.ms this way).
+    for prop in filter(None, os.environ.get("KGATE_E2E_RDKAFKA_CONF", "").split(",")):
+        name, sep, value = prop.partition("=")
+        if not sep:
+            raise ValueError("KGATE_E2E_RDKAFKA_CONF: %r is not name=value" % prop)
+        conf[name.strip()] = value.strip()
     c = Consumer(conf)
 
     def on_assign(_c, tps):
