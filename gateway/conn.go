@@ -96,7 +96,7 @@ func (c *conn) serve(parent context.Context) {
 // read reads and starts requests until the connection ends (ctx); their
 // handlers run under hctx, which also ends when the server stops.
 func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	br := bufio.NewReaderSize(c.nc, connBufferBytes)
 	var sizeBuf [4]byte
 	for ctx.Err() == nil {
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
@@ -270,8 +270,17 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	return p, true
 }
 
+// connBufferBytes sizes each connection's read and write buffers, and the
+// largest answer buffer a connection keeps between answers. Frames and
+// answers larger than that go straight between the socket and their own
+// buffers, so a larger size saves no system call on bulk traffic; what it
+// costs is memory per connection, whether busy or idle: with 64 KiB
+// buffers, 10,000 group members' connections held 710 MB of a node's
+// 754 MB heap.
+const connBufferBytes = 8 << 10
+
 func (c *conn) write(ctx context.Context, queue <-chan pending) {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	bw := bufio.NewWriterSize(c.nc, connBufferBytes)
 	var buffered int64 // answers written to bw since the last flush
 	flush := func() error {
 		if err := bw.Flush(); err != nil {
@@ -335,7 +344,7 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 				return
 			}
 		}
-		if cap(out) > 1<<20 {
+		if cap(out) > connBufferBytes {
 			// Not pinned to a connection that may now idle, but kept for the
 			// next large answer on any: growing a buffer to a fetch's size
 			// afresh for every answer copied it several times over.

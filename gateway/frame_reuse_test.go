@@ -105,9 +105,10 @@ func TestProduceBuffersReused(t *testing.T) {
 	}
 }
 
-// TestLargeAnswersOnSeveralConnections: answers over 1 MiB are encoded in
-// buffers shared between connections once written; consumers reading the
-// same records at once on their own connections each get them exactly.
+// TestLargeAnswersOnSeveralConnections: answers larger than a connection
+// keeps (connBufferBytes) are encoded in buffers shared between
+// connections once written; consumers reading the same records at once on
+// their own connections each get them exactly.
 func TestLargeAnswersOnSeveralConnections(t *testing.T) {
 	n := startNode(t, nil)
 	createTopic(t, n.addr, "large", 3, nil)

@@ -177,7 +177,8 @@ type Server struct {
 	// frames holds produce request buffers for reuse; nil unless the
 	// backend is a ProduceDataReleaser.
 	frames *framePool
-	// answerBufs holds the encoding buffers of answers over 1 MiB.
+	// answerBufs holds the encoding buffers of answers larger than a
+	// connection keeps (connBufferBytes).
 	answerBufs sync.Pool // of *[]byte
 	quotas     QuotaStore
 	throttle   throttler
