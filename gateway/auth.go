@@ -57,6 +57,8 @@ type session struct {
 	reauthMechanism string
 	// noSASL: the connection's listener does not authenticate clients.
 	noSASL bool
+	// mechanisms are those the connection's listener offers.
+	mechanisms []string
 }
 
 // startSession sets up a new connection's session: open when its
@@ -64,14 +66,19 @@ type session struct {
 // certificate, or waiting for SASL. A verified client certificate names
 // the connection's principal (its subject's distinguished name, as Kafka's
 // default principal builder takes it) until SASL names another.
-func (s *Server) startSession(sess *session, tc *tls.Conn, listenerSASL bool) {
+func (s *Server) startSession(sess *session, tc *tls.Conn, l *Listener) {
 	if tc != nil {
 		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
 			sess.authed, sess.user = true, st.PeerCertificates[0].Subject.String()
 		}
 	}
-	if s.cfg.SASL == nil || !listenerSASL {
+	if s.cfg.SASL == nil || !l.SASL {
 		sess.authed, sess.noSASL = true, true
+		return
+	}
+	sess.mechanisms = s.cfg.SASL.Mechanisms
+	if l.Mechanisms != nil {
+		sess.mechanisms = l.Mechanisms
 	}
 }
 

@@ -22,6 +22,9 @@ type Listener struct {
 	TLS  *tls.Config // nil: plaintext
 	// SASL: clients must authenticate, with Config.SASL's mechanisms.
 	SASL bool
+	// Mechanisms, when set, replace Config.SASL's on this listener
+	// (Kafka's listener.name.<name>.sasl.enabled.mechanisms).
+	Mechanisms []string
 }
 
 type boundListener struct {

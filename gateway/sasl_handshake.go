@@ -15,8 +15,8 @@ import (
 func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = s.cfg.SASL.Mechanisms
 	sess := r.sess
+	resp.SupportedMechanisms = sess.mechanisms
 	switch {
 	case sess.noSASL:
 		// A listener without SASL, as Kafka answers on one.
@@ -31,7 +31,7 @@ func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 	case sess.mechanism != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return Reply{resp: resp, closeAfter: true}
-	case !slices.Contains(s.cfg.SASL.Mechanisms, req.Mechanism):
+	case !slices.Contains(sess.mechanisms, req.Mechanism):
 		s.log.Info("SASL handshake refused: mechanism not enabled", "remote", r.Remote, "mechanism", req.Mechanism)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return Reply{resp: resp, closeAfter: true}

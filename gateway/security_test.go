@@ -492,3 +492,48 @@ func TestFollowerForwardsScramChanges(t *testing.T) {
 		t.Fatal("the leader did not store the forwarded credential")
 	}
 }
+
+// TestListenerMechanisms: a listener's own mechanisms replace the shared
+// ones there and only there (listener.name.<name>.sasl.enabled.mechanisms).
+func TestListenerMechanisms(t *testing.T) {
+	pki := newPKI(t)
+	rl := pki.serverTLS(t, false)
+	n := startNode(t, func(c *gateway.Config) {
+		c.SASL = &gateway.SASL{
+			Mechanisms:   []string{"PLAIN"},
+			PlainUsers:   func(u string) (string, bool) { return "admin-secret", u == "admin" },
+			FailureDelay: time.Millisecond,
+		}
+		c.Listeners = []gateway.Listener{
+			{Name: "SHARED", Addr: c.Addr, TLS: rl.ServerConfig(), SASL: true},
+			{Name: "OWN", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true, Mechanisms: []string{"SCRAM-SHA-512"}},
+		}
+	})
+	cfg := pki.clientTLS(t, false)
+	own := n.srv.ListenerAddr("OWN").String()
+	addScramUser(t, kadm.NewClient(newClient(t, n.addr, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))), "alice", "alice-secret")
+
+	// The node advertises one address only (no cluster listeners here), so
+	// the check stays on OWN's seed connection.
+	if err := authenticate(t, own, kgo.DialTLSConfig(cfg), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())); err != nil {
+		t.Fatalf("SCRAM-SHA-512 on OWN: %v", err)
+	}
+	c := tlsRaw(t, own, cfg)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "PLAIN"
+	if r := c.do(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(r.SupportedMechanisms, ",") != "SCRAM-SHA-512" {
+		t.Fatalf("PLAIN on OWN: answer %d %v, want UNSUPPORTED_SASL_MECHANISM offering SCRAM-SHA-512", r.ErrorCode, r.SupportedMechanisms)
+	}
+	expectClosed(t, c.nc)
+
+	c = tlsRaw(t, n.addr, cfg)
+	hs.Mechanism = "SCRAM-SHA-512"
+	if r := c.do(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(r.SupportedMechanisms, ",") != "PLAIN" {
+		t.Fatalf("SCRAM-SHA-512 on SHARED: answer %d %v, want UNSUPPORTED_SASL_MECHANISM offering PLAIN", r.ErrorCode, r.SupportedMechanisms)
+	}
+	expectClosed(t, c.nc)
+	if err := roundTrip(t, n.addr, "shared-listener", kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); err != nil {
+		t.Fatalf("PLAIN on SHARED: %v", err)
+	}
+}
