@@ -59,6 +59,10 @@ type session struct {
 	noSASL bool
 	// mechanisms are those the connection's listener offers.
 	mechanisms []string
+	// rawTokens: a SaslHandshake v0 chose the mechanism, so its tokens
+	// come as bare size-prefixed frames, without a Kafka header, until the
+	// exchange ends (conn.rawToken).
+	rawTokens bool
 }
 
 // startSession sets up a new connection's session: open when its

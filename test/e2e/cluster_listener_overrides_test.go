@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -75,7 +74,7 @@ func TestClusterListenerOverrides(t *testing.T) {
 	leader := c.leader()
 	follower := leader%3 + 1
 	step(t, "an mTLS client on INTERNAL creates the SCRAM user (principal User:CN=client)", 30*time.Second, func(ctx context.Context) error {
-		return addScram(ctx, internal[follower], internalOpts, "alice", "alice-secret")
+		return addScramWith(ctx, internal[follower], internalOpts, "alice", "alice-secret")
 	})
 	for _, via := range []int32{leader, follower} {
 		role := map[bool]string{true: "leader", false: "follower"}[via == leader]
@@ -247,18 +246,4 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, must(os.ReadFile(from)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// addScram creates a SCRAM-SHA-512 user through the node at addr.
-func addScram(ctx context.Context, addr string, opts []kgo.Opt, user, password string) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	res, err := kadm.NewClient(cl).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: 8192, Password: password}})
-	if err != nil {
-		return err
-	}
-	return res.Error()
 }
