@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,7 @@ type listenersConfig struct {
 	ListenerTLSCert     string
 	ListenerTLSKey      string
 	ListenerTLSClientCA string
+	ListenerClientAuth  string
 	ListenerMechanisms  string
 
 	// Set by validate: every listener, --kafka-addr's first; nil when
@@ -40,6 +42,7 @@ type namedListener struct {
 	// flags: certificate files (SSL listeners) and mechanisms (SASL ones).
 	tls        certs.Files
 	ownTLS     bool // tls differs from --kafka-tls-*
+	requested  bool // a client certificate is asked for, not required
 	mechanisms []string
 }
 
@@ -50,6 +53,7 @@ func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
 	fs.StringVar(&c.ListenerTLSCert, "listener-tls-cert", "", "per-listener --kafka-tls-cert, NAME:file comma-separated (Kafka's listener.name.<name>.ssl.keystore.location); with --listener-tls-key")
 	fs.StringVar(&c.ListenerTLSKey, "listener-tls-key", "", "per-listener --kafka-tls-key, NAME:file comma-separated")
 	fs.StringVar(&c.ListenerTLSClientCA, "listener-tls-client-ca", "", "per-listener --kafka-tls-client-ca, NAME:file comma-separated: that listener's clients must present a certificate these CAs sign (Kafka's listener.name.<name>.ssl.client.auth=required)")
+	fs.StringVar(&c.ListenerClientAuth, "listener-tls-client-auth", "", "per-listener client certificates, NAME:required|requested|none comma-separated (Kafka's listener.name.<name>.ssl.client.auth); default required where a client CA applies")
 	fs.StringVar(&c.ListenerMechanisms, "listener-sasl-enabled-mechanisms", "", "per-listener --sasl-enabled-mechanisms, NAME:MECHANISM comma-separated, a listener named once per mechanism, e.g. EXTERNAL:SCRAM-SHA-512,EXTERNAL:PLAIN (Kafka's listener.name.<name>.sasl.enabled.mechanisms)")
 	fs.StringVar(&c.ProtocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL comma-separated, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: the name when it is a protocol)")
 }
@@ -91,7 +95,7 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 		if c.AdvertisedListeners != "" || c.ProtocolMap != "" {
 			return fmt.Errorf("invalid value for --advertised-listeners/--listener-security-protocol-map: no --listeners or --kafka-listener-name")
 		}
-		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerMechanisms) > 0 {
+		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms) > 0 {
 			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-enabled-mechanisms: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
 		}
 		return nil
@@ -179,8 +183,8 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 
 // listenerOverrides is the per-listener flags, by listener name.
 type listenerOverrides struct {
-	cert, key, clientCA map[string]string
-	mechanisms          map[string][]string
+	cert, key, clientCA, clientAuth map[string]string
+	mechanisms                      map[string][]string
 }
 
 // parseOverride reads NAME:value,...; with many, a name may come again
@@ -209,7 +213,7 @@ func parseOverride(flagName, v string, many bool) (map[string][]string, error) {
 }
 
 func (c *listenersConfig) overrides() (listenerOverrides, error) {
-	ov := listenerOverrides{cert: map[string]string{}, key: map[string]string{}, clientCA: map[string]string{}}
+	ov := listenerOverrides{cert: map[string]string{}, key: map[string]string{}, clientCA: map[string]string{}, clientAuth: map[string]string{}}
 	for _, f := range []struct {
 		flag, v string
 		into    map[string]string
@@ -225,7 +229,18 @@ func (c *listenersConfig) overrides() (listenerOverrides, error) {
 			f.into[name] = vs[0]
 		}
 	}
-	var err error
+	auth, err := parseOverride("listener-tls-client-auth", c.ListenerClientAuth, false)
+	if err != nil {
+		return ov, err
+	}
+	for name, vs := range auth {
+		switch v := strings.ToLower(vs[0]); v {
+		case "required", "requested", "none":
+			ov.clientAuth[name] = v
+		default:
+			return ov, fmt.Errorf("invalid value %q for --listener-tls-client-auth: listener %s: %q is not required, requested or none", c.ListenerClientAuth, name, vs[0])
+		}
+	}
 	ov.mechanisms, err = parseOverride("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, true)
 	return ov, err
 }
@@ -255,7 +270,8 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		flag, v string
 		m       map[string]string
 	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key},
-		{"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA}, {"listener-sasl-enabled-mechanisms", c.ListenerMechanisms, mechNames}} {
+		{"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA}, {"listener-tls-client-auth", c.ListenerClientAuth, ov.clientAuth},
+		{"listener-sasl-enabled-mechanisms", c.ListenerMechanisms, mechNames}} {
 		if err := unknown(f.flag, f.v, f.m); err != nil {
 			return err
 		}
@@ -266,9 +282,10 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		_, ownCert := ov.cert[n.name]
 		_, ownKey := ov.key[n.name]
 		_, ownCA := ov.clientCA[n.name]
+		clientAuth, ownAuth := ov.clientAuth[n.name]
 		ownMechs, hasOwnMechs := ov.mechanisms[n.name]
-		if (ownCert || ownKey || ownCA) && !ssl {
-			return fmt.Errorf("listener %s is %s: --listener-tls-cert, --listener-tls-key and --listener-tls-client-ca apply to SSL and SASL_SSL listeners only", n.name, n.protocol)
+		if (ownCert || ownKey || ownCA || ownAuth) && !ssl {
+			return fmt.Errorf("listener %s is %s: --listener-tls-cert, --listener-tls-key, --listener-tls-client-ca and --listener-tls-client-auth apply to SSL and SASL_SSL listeners only", n.name, n.protocol)
 		}
 		if hasOwnMechs && !saslOn {
 			return fmt.Errorf("listener %s is %s: --listener-sasl-enabled-mechanisms applies to SASL_PLAINTEXT and SASL_SSL listeners only", n.name, n.protocol)
@@ -284,10 +301,17 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 			if ownCA {
 				n.tls.ClientCA = ov.clientCA[n.name]
 			}
-			n.ownTLS = ownCert || ownCA
 			if n.tls.Cert == "" {
 				return fmt.Errorf("listener %s is %s: set --kafka-tls-cert and --kafka-tls-key, or --listener-tls-cert and --listener-tls-key for %s", n.name, n.protocol, n.name)
 			}
+			switch {
+			case clientAuth == "none":
+				n.tls.ClientCA = ""
+			case ownAuth && n.tls.ClientCA == "":
+				return fmt.Errorf("invalid value %q for --listener-tls-client-auth: listener %s has no client CA to check certificates with: set --listener-tls-client-ca for it or --kafka-tls-client-ca", c.ListenerClientAuth, n.name)
+			}
+			n.requested = clientAuth == "requested"
+			n.ownTLS = n.tls != certs.Files{Cert: sec.KafkaTLSCert, Key: sec.KafkaTLSKey, ClientCA: sec.KafkaTLSClientCA}
 		}
 		if saslOn {
 			n.mechanisms = sec.mechanisms()
@@ -337,6 +361,21 @@ func (c *listenersConfig) advertised() map[string]string {
 	return out
 }
 
+// certificateRequested asks clients for a certificate without requiring
+// one (Kafka's ssl.client.auth=requested): one given must verify, and
+// authenticates the connection; without one the client may use SASL.
+func certificateRequested(tc *tls.Config) *tls.Config {
+	perHello := tc.GetConfigForClient
+	tc.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		cfg, err := perHello(h)
+		if cfg != nil && cfg.ClientAuth == tls.RequireAndVerifyClientCert {
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+		return cfg, err
+	}
+	return tc
+}
+
 // gatewayListeners is the gateway's listeners and the certificate
 // reloaders of those with their own files (one per set of files); nil when
 // there is only --kafka-addr's, unnamed (the gateway then follows its TLS
@@ -362,6 +401,9 @@ func (c *listenersConfig) gatewayListeners(shared *certs.Reloader, log *slog.Log
 				}
 			}
 			l.TLS = rl.ServerConfig()
+			if n.requested {
+				l.TLS = certificateRequested(l.TLS)
+			}
 		}
 		if l.SASL {
 			l.Mechanisms = n.mechanisms

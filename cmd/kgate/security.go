@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -446,17 +445,9 @@ func adminOptions(c *securityConfig, log *slog.Logger) ([]admin.Option, *certs.R
 		if err != nil {
 			return nil, nil, fmt.Errorf("--admin-tls-cert: %w", err)
 		}
-		tc := rl.ServerConfig()
-		perHello := tc.GetConfigForClient
 		// Ask for a client certificate but do not require one at the
 		// handshake: probes reach /healthz and /readyz without one.
-		tc.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			cfg, err := perHello(h)
-			if cfg != nil && cfg.ClientAuth == tls.RequireAndVerifyClientCert {
-				cfg.ClientAuth = tls.VerifyClientCertIfGiven
-			}
-			return cfg, err
-		}
+		tc := certificateRequested(rl.ServerConfig())
 		opts = append(opts, admin.WithTLS(tc, c.AdminTLSClientCA != ""))
 	}
 	if c.AdminTokenFile != "" {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,6 +66,10 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"listener cert file missing", append(twoListeners(file), "--listener-tls-cert", "EXT:/no/such.pem", "--listener-tls-key", "EXT:"+file), "--listener-tls-cert"},
 		{"listener cert named twice", append(twoListeners(file), "--listener-tls-cert", "EXT:"+file+",ext:"+file, "--listener-tls-key", "EXT:"+file), "named twice"},
 		{"listener override not NAME:value", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "SCRAM-SHA-512"), "--listener-sasl-enabled-mechanisms"},
+		{"client auth not a value", append(twoListeners(file), "--listener-tls-client-auth", "EXT:optional"), `"optional" is not required, requested or none`},
+		{"client auth without a client CA", append(twoListeners(file), "--listener-tls-client-auth", "EXT:required"), "no client CA"},
+		{"client auth on a plaintext listener", append(twoListeners(file), "--listener-tls-client-auth", "INT:none"), "listener INT is PLAINTEXT"},
+		{"client auth for an unknown listener", append(twoListeners(file), "--listener-tls-client-auth", "OTHER:none"), "no listener OTHER"},
 		{"ssl listener with neither cert", []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:PLAINTEXT,EXT:SSL", "--listener-tls-client-ca", "EXT:" + file}, "--listener-tls-cert and --listener-tls-key for EXT"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
 		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
@@ -266,24 +271,25 @@ func TestListenerOverrides(t *testing.T) {
 	intCert, intKey, intCA := testCerts(t, filepath.Join(dir, "int"), "internal")
 	extCert, extKey, _ := testCerts(t, filepath.Join(dir, "ext"), "public")
 	c, err := parseConfig([]string{"--kafka-addr", "127.0.0.1:9092", "--kafka-listener-name", "INTERNAL",
-		"--listeners", "EXTERNAL://127.0.0.1:9093,REPLICATION://127.0.0.1:9094,LOCAL://127.0.0.1:9095",
-		"--listener-security-protocol-map", "INTERNAL:SSL,EXTERNAL:SASL_SSL,REPLICATION:SASL_SSL,LOCAL:SASL_PLAINTEXT",
+		"--listeners", "EXTERNAL://127.0.0.1:9093,REPLICATION://127.0.0.1:9094,LOCAL://127.0.0.1:9095,PARTNER://127.0.0.1:9096,OPEN://127.0.0.1:9097",
+		"--listener-security-protocol-map", "INTERNAL:SSL,EXTERNAL:SASL_SSL,REPLICATION:SASL_SSL,LOCAL:SASL_PLAINTEXT,PARTNER:SASL_SSL,OPEN:SSL",
 		"--kafka-tls-cert", sharedCert, "--kafka-tls-key", sharedKey, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users,
+		"--listener-tls-client-ca", "INTERNAL:" + intCA + ",PARTNER:" + intCA + ",OPEN:" + intCA,
 		"--listener-tls-cert", "INTERNAL:" + intCert, "--listener-tls-key", "internal:" + intKey,
 		"--listener-sasl-enabled-mechanisms", "EXTERNAL:SCRAM-SHA-512, EXTERNAL:SCRAM-SHA-256,LOCAL:SCRAM-SHA-512"},
-		env("KGATE_LISTENER_TLS_CLIENT_CA", "INTERNAL:"+intCA, "KGATE_LISTENER_TLS_CERT", "EXTERNAL:"+extCert, "KGATE_LISTENER_TLS_KEY", "EXTERNAL:"+extKey))
+		env("KGATE_LISTENER_TLS_CLIENT_AUTH", "PARTNER:Requested,OPEN:none", "KGATE_LISTENER_TLS_CERT", "EXTERNAL:"+extCert, "KGATE_LISTENER_TLS_KEY", "EXTERNAL:"+extKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The flags win over the environment: EXTERNAL keeps the shared
-	// certificate, INTERNAL takes its client CA from the environment.
+	// certificate; PARTNER and OPEN take their client auth from it.
 	shared := reloader(t, certs.Files{Cert: sharedCert, Key: sharedKey})
 	ls, own, err := c.listenersConfig.gatewayListeners(shared, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(own) != 1 {
-		t.Fatalf("%d reloaders of listeners' own files, want 1 (INTERNAL's)", len(own))
+	if len(own) != 2 {
+		t.Fatalf("%d reloaders of listeners' own files, want 2 (INTERNAL's, PARTNER's)", len(own))
 	}
 	served := func(l gateway.Listener) (string, tls.ClientAuthType) {
 		cfg, err := l.TLS.GetConfigForClient(&tls.ClientHelloInfo{})
@@ -305,6 +311,8 @@ func TestListenerOverrides(t *testing.T) {
 		{"EXTERNAL", "shared", tls.NoClientCert, "SCRAM-SHA-512,SCRAM-SHA-256"},
 		{"REPLICATION", "shared", tls.NoClientCert, "PLAIN"},
 		{"LOCAL", "", 0, "SCRAM-SHA-512"},
+		{"PARTNER", "shared", tls.VerifyClientCertIfGiven, "PLAIN"},
+		{"OPEN", "shared", tls.NoClientCert, ""},
 	} {
 		l := ls[i]
 		if l.Name != w.name || strings.Join(l.Mechanisms, ",") != w.mechs {
@@ -320,6 +328,29 @@ func TestListenerOverrides(t *testing.T) {
 			t.Errorf("%s serves %q with client auth %v, want %q with %v", l.Name, cn, auth, w.cn, w.clientAuth)
 		}
 	}
+	// PARTNER asks for a certificate: none is fine, one it cannot verify is not.
+	partner := ls[4].TLS
+	intPair := must(tls.LoadX509KeyPair(intCert, intKey))
+	extPair := must(tls.LoadX509KeyPair(extCert, extKey))
+	for _, w := range []struct {
+		what string
+		cert []tls.Certificate
+		ok   bool
+	}{{"no certificate", nil, true}, {"a certificate of its client CA", []tls.Certificate{intPair}, true}, {"a certificate of another CA", []tls.Certificate{extPair}, false}} {
+		// GetClientCertificate sends the certificate even where the
+		// server's list of CAs does not name its issuer.
+		cfg := &tls.Config{InsecureSkipVerify: true, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if w.cert == nil {
+				return &tls.Certificate{}, nil
+			}
+			return &w.cert[0], nil
+		}}
+		err := tlsHandshake(partner, cfg)
+		if (err == nil) != w.ok {
+			t.Errorf("PARTNER, a client with %s: handshake error %v", w.what, err)
+		}
+	}
+
 	// The gateway's shared SASL settings cover every listener's mechanisms.
 	gc := gateway.Config{}
 	if _, err := kafkaSecurity(&c.securityConfig, &gc, c.listenersConfig.allMechanisms(), slog.New(slog.DiscardHandler)); err != nil || gc.SASL == nil || gc.SASL.PlainUsers == nil {
@@ -351,6 +382,38 @@ func TestListenerOverrides(t *testing.T) {
 	if _, err := kafkaSecurity(&c.securityConfig, &gc, c.listenersConfig.allMechanisms(), slog.New(slog.DiscardHandler)); err != nil || gc.SASL == nil {
 		t.Fatalf("kafkaSecurity without shared mechanisms: %v %+v", err, gc.SASL)
 	}
+}
+
+// tlsHandshake runs a TLS handshake between server and client over a
+// pipe and returns the server's error.
+func tlsHandshake(server, client *tls.Config) error {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() {
+		c := tls.Client(b, client)
+		err := c.Handshake()
+		if err == nil {
+			// TLS 1.3: the server checks the client's certificate after
+			// the client's handshake ends; read its verdict.
+			_, err = c.Read(make([]byte, 1))
+		}
+		b.Close()
+		done <- err
+	}()
+	s := tls.Server(a, server)
+	err := s.Handshake()
+	a.Close()
+	<-done
+	return err
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // testCerts writes a fresh CA and a certificate it signs for cn.
