@@ -29,8 +29,8 @@ import (
 // --listener-sasl-enabled-mechanisms and no shared TLS or SASL flag.
 // Through the leader and a follower, with franz-go and kcat, each listener
 // serves its own clients and refuses the other's credentials with the
-// errors a Kafka broker gives; renewing EXTERNAL's certificate on SIGHUP
-// leaves INTERNAL's alone.
+// errors a Kafka broker gives; renewing EXTERNAL's certificate, on SIGHUP
+// or by a change of its files, leaves INTERNAL's alone.
 func TestClusterListenerOverrides(t *testing.T) {
 	requireCommand(t, "kcat", repoRoot(t), "kcat", "-V")
 	bin := kgateBinary(t)
@@ -54,6 +54,8 @@ func TestClusterListenerOverrides(t *testing.T) {
 				"--listener-tls-client-ca", "INTERNAL:"+filepath.Join(intDir, "ca.pem"),
 				"--listener-sasl-enabled-mechanisms", "EXTERNAL:SCRAM-SHA-512")
 		}
+		// Node 2 also follows its files without a signal.
+		c.node(2).args = append(c.node(2).args, "--tls-reload-interval", "200ms")
 	})
 	internal := map[int32]string{}
 	for _, n := range c.nodes {
@@ -213,6 +215,27 @@ func TestClusterListenerOverrides(t *testing.T) {
 			return fmt.Errorf("EXTERNAL serves %q (%v)", cn, err)
 		}
 		if cn, err := servedName(ctx, internal[1], mtls); err != nil || cn != "node-1" {
+			return fmt.Errorf("INTERNAL serves %q (%v)", cn, err)
+		}
+		return nil
+	})
+
+	// On node 2 a changed file is enough.
+	copyFile(t, filepath.Join(pubDir, "node-3.pem"), filepath.Join(pubDir, "node-2.pem"))
+	copyFile(t, filepath.Join(pubDir, "node-3-key.pem"), filepath.Join(pubDir, "node-2-key.pem"))
+	step(t, "node 2 serves node-3's public certificate on EXTERNAL once the files change, and its own internal one on INTERNAL", 30*time.Second, func(ctx context.Context) error {
+		for {
+			cn, err := servedName(ctx, external[2], &tls.Config{RootCAs: pubPool})
+			if err == nil && cn == "node-3" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("EXTERNAL serves %q (%v)", cn, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if cn, err := servedName(ctx, internal[2], mtls); err != nil || cn != "node-2" {
 			return fmt.Errorf("INTERNAL serves %q (%v)", cn, err)
 		}
 		return nil
