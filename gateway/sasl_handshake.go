@@ -39,7 +39,7 @@ func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 		return Reply{resp: resp, closeAfter: true}
 	}
 	sess.mechanism = req.Mechanism
-	sess.exchange = s.newExchange(req.Mechanism)
+	sess.exchange = s.newExchange(sess, req.Mechanism)
 	// v0: the tokens follow unframed, as Kafka before SaslAuthenticate.
 	sess.rawTokens = req.Version == 0
 	return now(resp)

@@ -509,6 +509,8 @@ func TestListenerMechanisms(t *testing.T) {
 		c.Listeners = []gateway.Listener{
 			{Name: "SHARED", Addr: c.Addr, TLS: rl.ServerConfig(), SASL: true},
 			{Name: "OWN", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true, Mechanisms: []string{"SCRAM-SHA-512"}},
+			{Name: "PARTNER", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true,
+				PlainUsers: func(u string) (string, bool) { return "partner-secret", u == "partner" }},
 		}
 	})
 	cfg := pki.clientTLS(t, false)
@@ -537,6 +539,18 @@ func TestListenerMechanisms(t *testing.T) {
 	expectClosed(t, c.nc)
 	if err := roundTrip(t, n.addr, "shared-listener", kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); err != nil {
 		t.Fatalf("PLAIN on SHARED: %v", err)
+	}
+
+	// PARTNER has PLAIN users of its own, and only those.
+	partner := n.srv.ListenerAddr("PARTNER").String()
+	if err := authenticate(t, partner, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "partner", Pass: "partner-secret"}.AsMechanism())); err != nil {
+		t.Fatalf("PARTNER's own PLAIN user on PARTNER: %v", err)
+	}
+	if err := authenticate(t, partner, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("the shared PLAIN user on PARTNER: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	if err := authenticate(t, n.addr, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "partner", Pass: "partner-secret"}.AsMechanism())); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("PARTNER's user on SHARED: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
 }
 

@@ -30,6 +30,7 @@ type listenersConfig struct {
 	ListenerTLSClientCA string
 	ListenerClientAuth  string
 	ListenerMechanisms  string
+	ListenerPlainUsers  string
 
 	// Set by validate: every listener, --kafka-addr's first; nil when
 	// there is only that one, unnamed.
@@ -44,6 +45,7 @@ type namedListener struct {
 	ownTLS     bool // tls differs from --kafka-tls-*
 	requested  bool // a client certificate is asked for, not required
 	mechanisms []string
+	plainUsers string // its own PLAIN users file ("": the shared one)
 }
 
 func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
@@ -55,6 +57,7 @@ func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
 	fs.StringVar(&c.ListenerTLSClientCA, "listener-tls-client-ca", "", "per-listener --kafka-tls-client-ca, NAME:file comma-separated: that listener's clients must present a certificate these CAs sign (Kafka's listener.name.<name>.ssl.client.auth=required)")
 	fs.StringVar(&c.ListenerClientAuth, "listener-tls-client-auth", "", "per-listener client certificates, NAME:required|requested|none comma-separated (Kafka's listener.name.<name>.ssl.client.auth); default required where a client CA applies")
 	fs.StringVar(&c.ListenerMechanisms, "listener-sasl-enabled-mechanisms", "", "per-listener --sasl-enabled-mechanisms, NAME:MECHANISM comma-separated, a listener named once per mechanism, e.g. EXTERNAL:SCRAM-SHA-512,EXTERNAL:PLAIN (Kafka's listener.name.<name>.sasl.enabled.mechanisms)")
+	fs.StringVar(&c.ListenerPlainUsers, "listener-sasl-plain-users-file", "", "per-listener --sasl-plain-users-file, NAME:file comma-separated: that listener's PLAIN users instead of the shared ones (Kafka's listener.name.<name>.plain.sasl.jaas.config)")
 	fs.StringVar(&c.ProtocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL comma-separated, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: the name when it is a protocol)")
 }
 
@@ -95,8 +98,8 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 		if c.AdvertisedListeners != "" || c.ProtocolMap != "" {
 			return fmt.Errorf("invalid value for --advertised-listeners/--listener-security-protocol-map: no --listeners or --kafka-listener-name")
 		}
-		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms) > 0 {
-			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-enabled-mechanisms: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
+		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms, c.ListenerPlainUsers) > 0 {
+			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-*: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
 		}
 		return nil
 	}
@@ -183,8 +186,8 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 
 // listenerOverrides is the per-listener flags, by listener name.
 type listenerOverrides struct {
-	cert, key, clientCA, clientAuth map[string]string
-	mechanisms                      map[string][]string
+	cert, key, clientCA, clientAuth, plainUsers map[string]string
+	mechanisms                                  map[string][]string
 }
 
 // parseOverride reads NAME:value,...; with many, a name may come again
@@ -213,11 +216,12 @@ func parseOverride(flagName, v string, many bool) (map[string][]string, error) {
 }
 
 func (c *listenersConfig) overrides() (listenerOverrides, error) {
-	ov := listenerOverrides{cert: map[string]string{}, key: map[string]string{}, clientCA: map[string]string{}, clientAuth: map[string]string{}}
+	ov := listenerOverrides{cert: map[string]string{}, key: map[string]string{}, clientCA: map[string]string{}, clientAuth: map[string]string{}, plainUsers: map[string]string{}}
 	for _, f := range []struct {
 		flag, v string
 		into    map[string]string
-	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key}, {"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA}} {
+	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key}, {"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA},
+		{"listener-sasl-plain-users-file", c.ListenerPlainUsers, ov.plainUsers}} {
 		m, err := parseOverride(f.flag, f.v, false)
 		if err != nil {
 			return ov, err
@@ -271,7 +275,7 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		m       map[string]string
 	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key},
 		{"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA}, {"listener-tls-client-auth", c.ListenerClientAuth, ov.clientAuth},
-		{"listener-sasl-enabled-mechanisms", c.ListenerMechanisms, mechNames}} {
+		{"listener-sasl-enabled-mechanisms", c.ListenerMechanisms, mechNames}, {"listener-sasl-plain-users-file", c.ListenerPlainUsers, ov.plainUsers}} {
 		if err := unknown(f.flag, f.v, f.m); err != nil {
 			return err
 		}
@@ -287,8 +291,9 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		if (ownCert || ownKey || ownCA || ownAuth) && !ssl {
 			return fmt.Errorf("listener %s is %s: --listener-tls-cert, --listener-tls-key, --listener-tls-client-ca and --listener-tls-client-auth apply to SSL and SASL_SSL listeners only", n.name, n.protocol)
 		}
-		if hasOwnMechs && !saslOn {
-			return fmt.Errorf("listener %s is %s: --listener-sasl-enabled-mechanisms applies to SASL_PLAINTEXT and SASL_SSL listeners only", n.name, n.protocol)
+		ownUsers, hasOwnUsers := ov.plainUsers[n.name]
+		if (hasOwnMechs || hasOwnUsers) && !saslOn {
+			return fmt.Errorf("listener %s is %s: --listener-sasl-enabled-mechanisms and --listener-sasl-plain-users-file apply to SASL_PLAINTEXT and SASL_SSL listeners only", n.name, n.protocol)
 		}
 		if ownCert != ownKey {
 			return fmt.Errorf("listener %s: give both --listener-tls-cert and --listener-tls-key for it, or neither", n.name)
@@ -314,15 +319,23 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 			n.ownTLS = n.tls != certs.Files{Cert: sec.KafkaTLSCert, Key: sec.KafkaTLSKey, ClientCA: sec.KafkaTLSClientCA}
 		}
 		if saslOn {
-			n.mechanisms = sec.mechanisms()
+			n.mechanisms, n.plainUsers = sec.mechanisms(), ownUsers
 			if hasOwnMechs {
-				if err := sec.checkMechanisms("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, ownMechs); err != nil {
+				if err := sec.checkMechanisms("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, ownMechs, hasOwnUsers); err != nil {
 					return err
 				}
 				n.mechanisms = ownMechs
 			}
 			if len(n.mechanisms) == 0 {
 				return fmt.Errorf("listener %s is %s: set --sasl-enabled-mechanisms, or --listener-sasl-enabled-mechanisms for %s", n.name, n.protocol, n.name)
+			}
+			if hasOwnUsers && !slices.Contains(n.mechanisms, "PLAIN") {
+				return fmt.Errorf("invalid value %q for --listener-sasl-plain-users-file: listener %s does not enable PLAIN", c.ListenerPlainUsers, n.name)
+			}
+			if hasOwnUsers {
+				if _, err := loadPlainUsers(ownUsers); err != nil {
+					return fmt.Errorf("invalid value for --listener-sasl-plain-users-file: listener %s: %w", n.name, err)
+				}
 			}
 		}
 	}
@@ -407,6 +420,13 @@ func (c *listenersConfig) gatewayListeners(shared *certs.Reloader, log *slog.Log
 		}
 		if l.SASL {
 			l.Mechanisms = n.mechanisms
+			if n.plainUsers != "" {
+				users, err := loadPlainUsers(n.plainUsers)
+				if err != nil {
+					return nil, nil, fmt.Errorf("listener %s: %w", n.name, err)
+				}
+				l.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
+			}
 			if l.TLS == nil && slices.Contains(n.mechanisms, "PLAIN") {
 				log.Warn("SASL PLAIN on a SASL_PLAINTEXT listener: passwords cross the network in clear", "listener", n.name)
 			}

@@ -126,7 +126,7 @@ func (c *securityConfig) validate() error {
 	if c.TLSReloadInterval < 100*time.Millisecond {
 		return fmt.Errorf("invalid value %s for --tls-reload-interval: must be at least 100ms", c.TLSReloadInterval)
 	}
-	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms()); err != nil {
+	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms(), false); err != nil {
 		return err
 	}
 	if c.FailedAuthDelay < 0 || c.FailedAuthDelay > time.Minute {
@@ -147,14 +147,15 @@ func (c *securityConfig) validate() error {
 }
 
 // checkMechanisms checks a list of SASL mechanisms that flag (whose
-// value is v) enables: known names, and the settings each one needs.
-func (c *securityConfig) checkMechanisms(flag, v string, mechs []string) error {
+// value is v) enables: known names, and the settings each one needs
+// (ownPlainUsers: PLAIN users come from a listener's own file).
+func (c *securityConfig) checkMechanisms(flag, v string, mechs []string, ownPlainUsers bool) error {
 	for _, m := range mechs {
 		if !slices.Contains(knownMechanisms, m) {
 			return fmt.Errorf("invalid value %q for --%s: %q is not one of %s", v, flag, m, strings.Join(knownMechanisms, ", "))
 		}
 	}
-	if slices.Contains(mechs, "PLAIN") && c.SASLPlainUsersFile == "" {
+	if slices.Contains(mechs, "PLAIN") && c.SASLPlainUsersFile == "" && !ownPlainUsers {
 		return fmt.Errorf("invalid value for --%s: PLAIN needs --sasl-plain-users-file", flag)
 	}
 	if slices.Contains(mechs, "OAUTHBEARER") {

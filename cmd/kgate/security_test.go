@@ -25,6 +25,10 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o600)
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("partner:secret\n"), 0o600)
+	badUsers := filepath.Join(dir, "bad-users")
+	os.WriteFile(badUsers, []byte("no-colon\n"), 0o600)
 	cases := []struct {
 		name string
 		args []string
@@ -70,6 +74,10 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"client auth without a client CA", append(twoListeners(file), "--listener-tls-client-auth", "EXT:required"), "no client CA"},
 		{"client auth on a plaintext listener", append(twoListeners(file), "--listener-tls-client-auth", "INT:none"), "listener INT is PLAINTEXT"},
 		{"client auth for an unknown listener", append(twoListeners(file), "--listener-tls-client-auth", "OTHER:none"), "no listener OTHER"},
+		{"plain users on a plaintext listener", append(twoListeners(file), "--listener-sasl-plain-users-file", "INT:"+users), "listener INT is PLAINTEXT"},
+		{"plain users for a listener without PLAIN", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:SCRAM-SHA-512", "--listener-sasl-plain-users-file", "EXT:"+users), "does not enable PLAIN"},
+		{"plain users file not user:password", append(twoListeners(file), "--listener-sasl-plain-users-file", "EXT:"+empty+"x"), "--listener-sasl-plain-users-file"},
+		{"bad plain users line", append(twoListeners(file), "--listener-sasl-plain-users-file", "EXT:"+badUsers), "--listener-sasl-plain-users-file: listener EXT: --sasl-plain-users-file: " + badUsers + " line 1"},
 		{"ssl listener with neither cert", []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:PLAINTEXT,EXT:SSL", "--listener-tls-client-ca", "EXT:" + file}, "--listener-tls-cert and --listener-tls-key for EXT"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
 		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
@@ -267,6 +275,8 @@ func TestListenerOverrides(t *testing.T) {
 	dir := t.TempDir()
 	users := filepath.Join(dir, "users")
 	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
+	partnerUsers := filepath.Join(dir, "partner-users")
+	os.WriteFile(partnerUsers, []byte("partner:partner-secret\n"), 0o600)
 	sharedCert, sharedKey, _ := testCerts(t, filepath.Join(dir, "shared"), "shared")
 	intCert, intKey, intCA := testCerts(t, filepath.Join(dir, "int"), "internal")
 	extCert, extKey, _ := testCerts(t, filepath.Join(dir, "ext"), "public")
@@ -276,7 +286,8 @@ func TestListenerOverrides(t *testing.T) {
 		"--kafka-tls-cert", sharedCert, "--kafka-tls-key", sharedKey, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users,
 		"--listener-tls-client-ca", "INTERNAL:" + intCA + ",PARTNER:" + intCA + ",OPEN:" + intCA,
 		"--listener-tls-cert", "INTERNAL:" + intCert, "--listener-tls-key", "internal:" + intKey,
-		"--listener-sasl-enabled-mechanisms", "EXTERNAL:SCRAM-SHA-512, EXTERNAL:SCRAM-SHA-256,LOCAL:SCRAM-SHA-512"},
+		"--listener-sasl-enabled-mechanisms", "EXTERNAL:SCRAM-SHA-512, EXTERNAL:SCRAM-SHA-256,LOCAL:SCRAM-SHA-512",
+		"--listener-sasl-plain-users-file", "PARTNER:" + partnerUsers},
 		env("KGATE_LISTENER_TLS_CLIENT_AUTH", "PARTNER:Requested,OPEN:none", "KGATE_LISTENER_TLS_CERT", "EXTERNAL:"+extCert, "KGATE_LISTENER_TLS_KEY", "EXTERNAL:"+extKey))
 	if err != nil {
 		t.Fatal(err)
@@ -328,6 +339,14 @@ func TestListenerOverrides(t *testing.T) {
 			t.Errorf("%s serves %q with client auth %v, want %q with %v", l.Name, cn, auth, w.cn, w.clientAuth)
 		}
 	}
+	// PARTNER has PLAIN users of its own, the others none of their own.
+	if p, ok := ls[4].PlainUsers("partner"); !ok || p != "partner-secret" {
+		t.Errorf("PARTNER's PLAIN user: %q %v", p, ok)
+	}
+	if ls[1].PlainUsers != nil || ls[2].PlainUsers != nil {
+		t.Errorf("EXTERNAL or REPLICATION has PLAIN users of its own")
+	}
+
 	// PARTNER asks for a certificate: none is fine, one it cannot verify is not.
 	partner := ls[4].TLS
 	intPair := must(tls.LoadX509KeyPair(intCert, intKey))
