@@ -173,7 +173,7 @@ const maxTokenBytes = 512 << 10
 // exchange closes the connection after the failure delay without an
 // answer: v0 has no way to say why, and Kafka closes it too.
 func (c *conn) rawToken(ctx context.Context, br io.Reader, size int32) (pending, bool) {
-	if size < 0 || size > maxTokenBytes {
+	if size < 0 || size > maxTokenBytes || c.sess.exchange == nil {
 		c.log.Warn("closing connection: bad SASL token size", "size", size, "max", maxTokenBytes)
 		return pending{}, false
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // handleSASLHandshake picks the mechanism for the exchange that follows:
-// in SaslAuthenticate requests (v1), or in bare tokens (v0). An unknown mechanism, or a second handshake
-// before the first exchange finished, is answered and the connection
-// closed, as Kafka does.
+// in SaslAuthenticate requests (v1), or in bare tokens (v0). An unknown
+// mechanism, or a second handshake before the first exchange finished, is
+// answered and the connection closed, as Kafka does.
 func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
