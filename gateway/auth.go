@@ -57,6 +57,14 @@ type session struct {
 	reauthMechanism string
 	// noSASL: the connection's listener does not authenticate clients.
 	noSASL bool
+	// mechanisms are those the connection's listener offers, plainUsers
+	// its PLAIN users (nil: Config.SASL's).
+	mechanisms []string
+	plainUsers func(user string) (password string, ok bool)
+	// rawTokens: a SaslHandshake v0 chose the mechanism, so its tokens
+	// come as bare size-prefixed frames, without a Kafka header, until the
+	// exchange ends (conn.rawToken).
+	rawTokens bool
 }
 
 // startSession sets up a new connection's session: open when its
@@ -64,14 +72,19 @@ type session struct {
 // certificate, or waiting for SASL. A verified client certificate names
 // the connection's principal (its subject's distinguished name, as Kafka's
 // default principal builder takes it) until SASL names another.
-func (s *Server) startSession(sess *session, tc *tls.Conn, listenerSASL bool) {
+func (s *Server) startSession(sess *session, tc *tls.Conn, l *Listener) {
 	if tc != nil {
 		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
 			sess.authed, sess.user = true, st.PeerCertificates[0].Subject.String()
 		}
 	}
-	if s.cfg.SASL == nil || !listenerSASL {
+	if s.cfg.SASL == nil || !l.SASL {
 		sess.authed, sess.noSASL = true, true
+		return
+	}
+	sess.mechanisms, sess.plainUsers = s.cfg.SASL.Mechanisms, l.PlainUsers
+	if l.Mechanisms != nil {
+		sess.mechanisms = l.Mechanisms
 	}
 }
 
@@ -106,8 +119,8 @@ func scramMechanism(name string) (fsm.ScramMechanism, bool) {
 	return 0, false
 }
 
-// newExchange starts the server side of a mechanism.
-func (s *Server) newExchange(mechanism string) sasl.Server {
+// newExchange starts the server side of a mechanism for a session.
+func (s *Server) newExchange(sess *session, mechanism string) sasl.Server {
 	if mechanism == sasl.OAuthBearer {
 		keys := s.cfg.SASL.OAuthKeys
 		if keys == nil {
@@ -117,6 +130,9 @@ func (s *Server) newExchange(mechanism string) sasl.Server {
 	}
 	if mechanism == sasl.Plain {
 		lookup := s.cfg.SASL.PlainUsers
+		if sess.plainUsers != nil {
+			lookup = sess.plainUsers
+		}
 		if lookup == nil {
 			lookup = func(string) (string, bool) { return "", false }
 		}

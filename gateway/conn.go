@@ -59,6 +59,10 @@ type pending struct {
 	user     string              // the principal quotas apply to
 	started  time.Time           // when the request's frame was read
 	work     *worktime.Meter     // the request's waits (request quotas)
+	// raw: token is a bare SASL token to send size-prefixed, without a
+	// Kafka header (after SaslHandshake v0).
+	raw   bool
+	token []byte
 }
 
 // busy is how long the request kept this node busy until its answer was
@@ -117,6 +121,18 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 		}
 		c.unanswered.Add(1)
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if c.sess.rawTokens {
+			p, ok := c.rawToken(ctx, br, size)
+			if !ok {
+				return
+			}
+			select {
+			case queue <- p:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
 			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
 			return
@@ -148,7 +164,32 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 	}
 }
 
-// start decodes one frame and runs its handler. ok=false closes the connection.
+// maxTokenBytes bounds a bare SASL token (Kafka's
+// sasl.server.max.receive.size).
+const maxTokenBytes = 512 << 10
+
+// rawToken reads one bare SASL token after a SaslHandshake v0 and carries
+// it through the exchange; the answer is the server's bare token. A failed
+// exchange closes the connection after the failure delay without an
+// answer: v0 has no way to say why, and Kafka closes it too.
+func (c *conn) rawToken(ctx context.Context, br io.Reader, size int32) (pending, bool) {
+	if size < 0 || size > maxTokenBytes || c.sess.exchange == nil {
+		c.log.Warn("closing connection: bad SASL token size", "size", size, "max", maxTokenBytes)
+		return pending{}, false
+	}
+	token, err := readFrameBody(br, int(size))
+	if err != nil {
+		c.log.Debug("read SASL token", "err", err)
+		return pending{}, false
+	}
+	out, _, fail := c.s.saslStep(&c.sess, token, c.nc.RemoteAddr().String())
+	if fail != nil {
+		sleepCtx(ctx, c.s.cfg.SASL.FailureDelay)
+		return pending{}, false
+	}
+	return pending{raw: true, token: out, started: time.Now()}, true
+}
+
 // frameChunk is the most a frame body gets before any of it arrived.
 const frameChunk = 64 << 10
 
@@ -296,6 +337,20 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 	}
 	var out []byte
 	for p := range queue {
+		if p.raw {
+			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(p.token)))
+			if _, err := bw.Write(append(out, p.token...)); err != nil {
+				return
+			}
+			buffered++
+			if len(queue) == 0 {
+				if err := flush(); err != nil {
+					return
+				}
+			}
+			continue
+		}
 		resp := p.reply.resp
 		if p.reply.later != nil {
 			select {

@@ -22,6 +22,12 @@ type Listener struct {
 	TLS  *tls.Config // nil: plaintext
 	// SASL: clients must authenticate, with Config.SASL's mechanisms.
 	SASL bool
+	// Mechanisms, when set, replace Config.SASL's on this listener
+	// (Kafka's listener.name.<name>.sasl.enabled.mechanisms).
+	Mechanisms []string
+	// PlainUsers, when set, replaces Config.SASL's PLAIN users on this
+	// listener (Kafka's listener.name.<name>.plain.sasl.jaas.config).
+	PlainUsers func(user string) (password string, ok bool)
 }
 
 type boundListener struct {

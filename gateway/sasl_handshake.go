@@ -8,30 +8,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// handleSASLHandshake picks the mechanism for the SaslAuthenticate
-// exchange that follows. An unknown mechanism, or a second handshake
-// before the first exchange finished, is answered and the connection
-// closed, as Kafka does.
+// handleSASLHandshake picks the mechanism for the exchange that follows:
+// in SaslAuthenticate requests (v1), or in bare tokens (v0). An unknown
+// mechanism, or a second handshake before the first exchange finished, is
+// answered and the connection closed, as Kafka does.
 func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = s.cfg.SASL.Mechanisms
 	sess := r.sess
+	resp.SupportedMechanisms = sess.mechanisms
 	switch {
 	case sess.noSASL:
 		// A listener without SASL, as Kafka answers on one.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return Reply{resp: resp, closeAfter: true}
-	case req.Version == 0:
-		// v0 sends the mechanism's tokens unframed after this answer;
-		// every current client uses v1 with SaslAuthenticate.
-		s.log.Info("SASL handshake refused: v0 (unframed tokens) is not supported; use SaslHandshake v1", "remote", r.Remote)
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	case req.Version == 0 && sess.reauthMechanism != "":
+		// KIP-368: re-authentication takes SaslAuthenticate (v1).
+		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return Reply{resp: resp, closeAfter: true}
 	case sess.mechanism != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return Reply{resp: resp, closeAfter: true}
-	case !slices.Contains(s.cfg.SASL.Mechanisms, req.Mechanism):
+	case !slices.Contains(sess.mechanisms, req.Mechanism):
 		s.log.Info("SASL handshake refused: mechanism not enabled", "remote", r.Remote, "mechanism", req.Mechanism)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return Reply{resp: resp, closeAfter: true}
@@ -41,6 +39,8 @@ func (s *Server) handleSASLHandshake(_ context.Context, r *Request) Reply {
 		return Reply{resp: resp, closeAfter: true}
 	}
 	sess.mechanism = req.Mechanism
-	sess.exchange = s.newExchange(req.Mechanism)
+	sess.exchange = s.newExchange(sess, req.Mechanism)
+	// v0: the tokens follow unframed, as Kafka before SaslAuthenticate.
+	sess.rawTokens = req.Version == 0
 	return now(resp)
 }

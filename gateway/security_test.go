@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -491,4 +493,166 @@ func TestFollowerForwardsScramChanges(t *testing.T) {
 	if _, ok := leader.fsm.ScramCredentialFor("carol", 2); !ok {
 		t.Fatal("the leader did not store the forwarded credential")
 	}
+}
+
+// TestListenerMechanisms: a listener's own mechanisms replace the shared
+// ones there and only there (listener.name.<name>.sasl.enabled.mechanisms).
+func TestListenerMechanisms(t *testing.T) {
+	pki := newPKI(t)
+	rl := pki.serverTLS(t, false)
+	n := startNode(t, func(c *gateway.Config) {
+		c.SASL = &gateway.SASL{
+			Mechanisms:   []string{"PLAIN"},
+			PlainUsers:   func(u string) (string, bool) { return "admin-secret", u == "admin" },
+			FailureDelay: time.Millisecond,
+		}
+		c.Listeners = []gateway.Listener{
+			{Name: "SHARED", Addr: c.Addr, TLS: rl.ServerConfig(), SASL: true},
+			{Name: "OWN", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true, Mechanisms: []string{"SCRAM-SHA-512"}},
+			{Name: "PARTNER", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true,
+				PlainUsers: func(u string) (string, bool) { return "partner-secret", u == "partner" }},
+		}
+	})
+	cfg := pki.clientTLS(t, false)
+	own := n.srv.ListenerAddr("OWN").String()
+	addScramUser(t, kadm.NewClient(newClient(t, n.addr, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))), "alice", "alice-secret")
+
+	// The node advertises one address only (no cluster listeners here), so
+	// the check stays on OWN's seed connection.
+	if err := authenticate(t, own, kgo.DialTLSConfig(cfg), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())); err != nil {
+		t.Fatalf("SCRAM-SHA-512 on OWN: %v", err)
+	}
+	c := tlsRaw(t, own, cfg)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "PLAIN"
+	if r := c.do(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(r.SupportedMechanisms, ",") != "SCRAM-SHA-512" {
+		t.Fatalf("PLAIN on OWN: answer %d %v, want UNSUPPORTED_SASL_MECHANISM offering SCRAM-SHA-512", r.ErrorCode, r.SupportedMechanisms)
+	}
+	expectClosed(t, c.nc)
+
+	c = tlsRaw(t, n.addr, cfg)
+	hs.Mechanism = "SCRAM-SHA-512"
+	if r := c.do(hs).(*kmsg.SASLHandshakeResponse); r.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(r.SupportedMechanisms, ",") != "PLAIN" {
+		t.Fatalf("SCRAM-SHA-512 on SHARED: answer %d %v, want UNSUPPORTED_SASL_MECHANISM offering PLAIN", r.ErrorCode, r.SupportedMechanisms)
+	}
+	expectClosed(t, c.nc)
+	if err := roundTrip(t, n.addr, "shared-listener", kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); err != nil {
+		t.Fatalf("PLAIN on SHARED: %v", err)
+	}
+
+	// PARTNER has PLAIN users of its own, and only those.
+	partner := n.srv.ListenerAddr("PARTNER").String()
+	if err := authenticate(t, partner, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "partner", Pass: "partner-secret"}.AsMechanism())); err != nil {
+		t.Fatalf("PARTNER's own PLAIN user on PARTNER: %v", err)
+	}
+	if err := authenticate(t, partner, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("the shared PLAIN user on PARTNER: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	if err := authenticate(t, n.addr, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "partner", Pass: "partner-secret"}.AsMechanism())); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("PARTNER's user on SHARED: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+}
+
+// rawToken sends a bare SASL token (after SaslHandshake v0) and reads the
+// server's bare answer.
+func (c *rawConn) rawToken(token []byte) ([]byte, error) {
+	if err := c.write(binary.BigEndian.AppendUint32(nil, uint32(len(token)))); err != nil {
+		return nil, err
+	}
+	if err := c.write(token); err != nil {
+		return nil, err
+	}
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
+	var size [4]byte
+	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		return nil, err
+	}
+	out := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(c.nc, out)
+	return out, err
+}
+
+func handshakeV0(c *rawConn, mech string) *kmsg.SASLHandshakeResponse {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(0)
+	hs.Mechanism = mech
+	return c.do(hs).(*kmsg.SASLHandshakeResponse)
+}
+
+// TestSASLHandshakeV0: after a SaslHandshake v0 the mechanism's tokens
+// come bare, without SaslAuthenticate (as Kafka before 1.0 and clients
+// such as Sarama with SASLHandshakeV0): PLAIN and SCRAM authenticate so,
+// the connection then serves requests, and a wrong password closes it
+// without an answer, as Kafka does.
+func TestSASLHandshakeV0(t *testing.T) {
+	n, pki := saslNode(t, nil)
+	cfg := pki.clientTLS(t, false)
+	addScramUser(t, kadm.NewClient(newClient(t, n.addr, kgo.DialTLSConfig(cfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))), "alice", "alice-secret")
+	served := func(c *rawConn) {
+		t.Helper()
+		if r := c.do(kmsg.NewPtrMetadataRequest()).(*kmsg.MetadataResponse); len(r.Brokers) == 0 {
+			t.Fatalf("Metadata after authentication: %+v", r)
+		}
+	}
+
+	t.Run("PLAIN", func(t *testing.T) {
+		c := tlsRaw(t, n.addr, cfg)
+		if r := handshakeV0(c, "PLAIN"); r.ErrorCode != 0 {
+			t.Fatalf("handshake v0: error %d", r.ErrorCode)
+		}
+		out, err := c.rawToken([]byte("\x00admin\x00admin-secret"))
+		if err != nil || len(out) != 0 {
+			t.Fatalf("PLAIN token: %q %v, want an empty answer", out, err)
+		}
+		served(c)
+	})
+	t.Run("SCRAM-SHA-512", func(t *testing.T) {
+		c := tlsRaw(t, n.addr, cfg)
+		if r := handshakeV0(c, "SCRAM-SHA-512"); r.ErrorCode != 0 {
+			t.Fatalf("handshake v0: error %d", r.ErrorCode)
+		}
+		sess, msg, err := scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism().Authenticate(testCtx(t), n.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for done := false; !done; {
+			out, err := c.rawToken(msg)
+			if err != nil {
+				t.Fatalf("SCRAM token: %v", err)
+			}
+			if done, msg, err = sess.Challenge(out); err != nil {
+				t.Fatalf("server's SCRAM answer: %v", err)
+			}
+		}
+		served(c)
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		c := tlsRaw(t, n.addr, cfg)
+		if r := handshakeV0(c, "PLAIN"); r.ErrorCode != 0 {
+			t.Fatalf("handshake v0: error %d", r.ErrorCode)
+		}
+		if out, err := c.rawToken([]byte("\x00admin\x00guess")); err == nil {
+			t.Fatalf("a wrong password got %q", out)
+		}
+		expectClosed(t, c.nc)
+	})
+	t.Run("oversized token", func(t *testing.T) {
+		c := tlsRaw(t, n.addr, cfg)
+		if r := handshakeV0(c, "PLAIN"); r.ErrorCode != 0 {
+			t.Fatalf("handshake v0: error %d", r.ErrorCode)
+		}
+		c.write([]byte{0x7f, 0xff, 0xff, 0xff})
+		expectClosed(t, c.nc)
+	})
+	t.Run("re-authentication takes v1", func(t *testing.T) {
+		c := tlsRaw(t, n.addr, cfg)
+		if r := saslAuth(c, "PLAIN", []byte("\x00admin\x00admin-secret")); r.ErrorCode != 0 {
+			t.Fatalf("authenticate: %d", r.ErrorCode)
+		}
+		if r := handshakeV0(c, "PLAIN"); r.ErrorCode != kerr.IllegalSaslState.Code {
+			t.Fatalf("handshake v0 after authentication: error %d, want ILLEGAL_SASL_STATE", r.ErrorCode)
+		}
+		expectClosed(t, c.nc)
+	})
 }

@@ -526,7 +526,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		c.sess.authed = true
 		return true
 	}
-	c.s.startSession(&c.sess, tc, c.listener.SASL)
+	c.s.startSession(&c.sess, tc, c.listener)
 	return true
 }
 

@@ -4,11 +4,14 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"log/slog"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/certs"
 )
 
 // listenersConfig is the flags of named Kafka listeners, with Kafka's
@@ -20,6 +23,14 @@ type listenersConfig struct {
 	Listeners           string
 	AdvertisedListeners string
 	ProtocolMap         string
+	// Per-listener overrides, NAME:value comma-separated (Kafka's
+	// listener.name.<name>.ssl.* and .sasl.enabled.mechanisms).
+	ListenerTLSCert     string
+	ListenerTLSKey      string
+	ListenerTLSClientCA string
+	ListenerClientAuth  string
+	ListenerMechanisms  string
+	ListenerPlainUsers  string
 
 	// Set by validate: every listener, --kafka-addr's first; nil when
 	// there is only that one, unnamed.
@@ -28,12 +39,25 @@ type listenersConfig struct {
 
 type namedListener struct {
 	name, bind, advertised, protocol string
+	// The listener's security, its overrides applied over the shared
+	// flags: certificate files (SSL listeners) and mechanisms (SASL ones).
+	tls        certs.Files
+	ownTLS     bool // tls differs from --kafka-tls-*
+	requested  bool // a client certificate is asked for, not required
+	mechanisms []string
+	plainUsers string // its own PLAIN users file ("": the shared one)
 }
 
 func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
 	fs.StringVar(&c.KafkaListenerName, "kafka-listener-name", "", "name of the --kafka-addr listener (default with --listeners: its security protocol, e.g. SASL_SSL)")
 	fs.StringVar(&c.Listeners, "listeners", "", "more Kafka listeners, NAME://host:port comma-separated (Kafka's listeners), beside --kafka-addr's")
 	fs.StringVar(&c.AdvertisedListeners, "advertised-listeners", "", "addresses clients of each --listeners listener are given, NAME://host:port comma-separated (default: its listen address)")
+	fs.StringVar(&c.ListenerTLSCert, "listener-tls-cert", "", "per-listener --kafka-tls-cert, NAME:file comma-separated (Kafka's listener.name.<name>.ssl.keystore.location); with --listener-tls-key")
+	fs.StringVar(&c.ListenerTLSKey, "listener-tls-key", "", "per-listener --kafka-tls-key, NAME:file comma-separated")
+	fs.StringVar(&c.ListenerTLSClientCA, "listener-tls-client-ca", "", "per-listener --kafka-tls-client-ca, NAME:file comma-separated: that listener's clients must present a certificate these CAs sign (Kafka's listener.name.<name>.ssl.client.auth=required)")
+	fs.StringVar(&c.ListenerClientAuth, "listener-tls-client-auth", "", "per-listener client certificates, NAME:required|requested|none comma-separated (Kafka's listener.name.<name>.ssl.client.auth); default required where a client CA applies")
+	fs.StringVar(&c.ListenerMechanisms, "listener-sasl-enabled-mechanisms", "", "per-listener --sasl-enabled-mechanisms, NAME:MECHANISM comma-separated, a listener named once per mechanism, e.g. EXTERNAL:SCRAM-SHA-512,EXTERNAL:PLAIN (Kafka's listener.name.<name>.sasl.enabled.mechanisms)")
+	fs.StringVar(&c.ListenerPlainUsers, "listener-sasl-plain-users-file", "", "per-listener --sasl-plain-users-file, NAME:file comma-separated: that listener's PLAIN users instead of the shared ones (Kafka's listener.name.<name>.plain.sasl.jaas.config)")
 	fs.StringVar(&c.ProtocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL comma-separated, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: the name when it is a protocol)")
 }
 
@@ -74,7 +98,14 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 		if c.AdvertisedListeners != "" || c.ProtocolMap != "" {
 			return fmt.Errorf("invalid value for --advertised-listeners/--listener-security-protocol-map: no --listeners or --kafka-listener-name")
 		}
+		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms, c.ListenerPlainUsers) > 0 {
+			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-*: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
+		}
 		return nil
+	}
+	ov, err := c.overrides()
+	if err != nil {
+		return err
 	}
 	protoMap := map[string]string{}
 	for _, item := range strings.Split(c.ProtocolMap, ",") {
@@ -96,9 +127,10 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 	if err != nil {
 		return err
 	}
+	first := strings.ToUpper(c.KafkaListenerName)
 	// --kafka-addr's listener: named, or by the protocol its flags give.
 	derived := "PLAINTEXT"
-	switch tlsOn, saslOn := sec.KafkaTLSCert != "", len(sec.mechanisms()) > 0; {
+	switch tlsOn, saslOn := sec.KafkaTLSCert != "" || ov.cert[first] != "", len(sec.mechanisms()) > 0 || len(ov.mechanisms[first]) > 0; {
 	case tlsOn && saslOn:
 		derived = "SASL_SSL"
 	case tlsOn:
@@ -106,7 +138,6 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 	case saslOn:
 		derived = "SASL_PLAINTEXT"
 	}
-	first := strings.ToUpper(c.KafkaListenerName)
 	if first == "" {
 		first = derived
 	}
@@ -150,15 +181,184 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 			return fmt.Errorf("invalid value %q for --advertised-listeners: %s is not in --listeners (--advertise-kafka-addr sets --kafka-addr's)", c.AdvertisedListeners, a[0])
 		}
 	}
-	for _, n := range c.named {
-		if strings.HasSuffix(n.protocol, "SSL") && sec.KafkaTLSCert == "" {
-			return fmt.Errorf("listener %s is %s: set --kafka-tls-cert and --kafka-tls-key", n.name, n.protocol)
+	return c.applyOverrides(ov, sec)
+}
+
+// listenerOverrides is the per-listener flags, by listener name.
+type listenerOverrides struct {
+	cert, key, clientCA, clientAuth, plainUsers map[string]string
+	mechanisms                                  map[string][]string
+}
+
+// parseOverride reads NAME:value,...; with many, a name may come again
+// (one mechanism each), else only once.
+func parseOverride(flagName, v string, many bool) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
 		}
-		if strings.HasPrefix(n.protocol, "SASL") && len(sec.mechanisms()) == 0 {
-			return fmt.Errorf("listener %s is %s: set --sasl-enabled-mechanisms", n.name, n.protocol)
+		name, value, ok := strings.Cut(item, ":")
+		value = strings.TrimSpace(value)
+		if !ok || !listenerName.MatchString(name) || value == "" {
+			return nil, fmt.Errorf("invalid value %q for --%s: %q is not NAME:value", v, flagName, item)
+		}
+		name = strings.ToUpper(name)
+		if _, dup := out[name]; dup && !many {
+			return nil, fmt.Errorf("invalid value %q for --%s: listener %s named twice", v, flagName, name)
+		}
+		if slices.Contains(out[name], value) {
+			return nil, fmt.Errorf("invalid value %q for --%s: %s named twice for listener %s", v, flagName, value, name)
+		}
+		out[name] = append(out[name], value)
+	}
+	return out, nil
+}
+
+func (c *listenersConfig) overrides() (listenerOverrides, error) {
+	ov := listenerOverrides{cert: map[string]string{}, key: map[string]string{}, clientCA: map[string]string{}, clientAuth: map[string]string{}, plainUsers: map[string]string{}}
+	for _, f := range []struct {
+		flag, v string
+		into    map[string]string
+	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key}, {"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA},
+		{"listener-sasl-plain-users-file", c.ListenerPlainUsers, ov.plainUsers}} {
+		m, err := parseOverride(f.flag, f.v, false)
+		if err != nil {
+			return ov, err
+		}
+		for name, vs := range m {
+			if _, err := os.Stat(vs[0]); err != nil {
+				return ov, fmt.Errorf("invalid value %q for --%s: listener %s: %v", f.v, f.flag, name, err)
+			}
+			f.into[name] = vs[0]
+		}
+	}
+	auth, err := parseOverride("listener-tls-client-auth", c.ListenerClientAuth, false)
+	if err != nil {
+		return ov, err
+	}
+	for name, vs := range auth {
+		switch v := strings.ToLower(vs[0]); v {
+		case "required", "requested", "none":
+			ov.clientAuth[name] = v
+		default:
+			return ov, fmt.Errorf("invalid value %q for --listener-tls-client-auth: listener %s: %q is not required, requested or none", c.ListenerClientAuth, name, vs[0])
+		}
+	}
+	ov.mechanisms, err = parseOverride("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, true)
+	return ov, err
+}
+
+// applyOverrides checks the per-listener flags against the listeners and
+// settles each listener's certificate files and mechanisms: its own where
+// given, else the shared flags', as Kafka falls back from
+// listener.name.<name>.* to the unprefixed setting.
+func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConfig) error {
+	var names []string
+	for _, n := range c.named {
+		names = append(names, n.name)
+	}
+	unknown := func(flag, v string, m map[string]string) error {
+		for name := range m {
+			if !slices.Contains(names, name) {
+				return fmt.Errorf("invalid value %q for --%s: there is no listener %s (listeners: %s)", v, flag, name, strings.Join(names, ", "))
+			}
+		}
+		return nil
+	}
+	mechNames := map[string]string{}
+	for name := range ov.mechanisms {
+		mechNames[name] = ""
+	}
+	for _, f := range []struct {
+		flag, v string
+		m       map[string]string
+	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key},
+		{"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA}, {"listener-tls-client-auth", c.ListenerClientAuth, ov.clientAuth},
+		{"listener-sasl-enabled-mechanisms", c.ListenerMechanisms, mechNames}, {"listener-sasl-plain-users-file", c.ListenerPlainUsers, ov.plainUsers}} {
+		if err := unknown(f.flag, f.v, f.m); err != nil {
+			return err
+		}
+	}
+	for i := range c.named {
+		n := &c.named[i]
+		ssl, saslOn := strings.HasSuffix(n.protocol, "SSL"), strings.HasPrefix(n.protocol, "SASL")
+		_, ownCert := ov.cert[n.name]
+		_, ownKey := ov.key[n.name]
+		_, ownCA := ov.clientCA[n.name]
+		clientAuth, ownAuth := ov.clientAuth[n.name]
+		ownMechs, hasOwnMechs := ov.mechanisms[n.name]
+		if (ownCert || ownKey || ownCA || ownAuth) && !ssl {
+			return fmt.Errorf("listener %s is %s: --listener-tls-cert, --listener-tls-key, --listener-tls-client-ca and --listener-tls-client-auth apply to SSL and SASL_SSL listeners only", n.name, n.protocol)
+		}
+		ownUsers, hasOwnUsers := ov.plainUsers[n.name]
+		if (hasOwnMechs || hasOwnUsers) && !saslOn {
+			return fmt.Errorf("listener %s is %s: --listener-sasl-enabled-mechanisms and --listener-sasl-plain-users-file apply to SASL_PLAINTEXT and SASL_SSL listeners only", n.name, n.protocol)
+		}
+		if ownCert != ownKey {
+			return fmt.Errorf("listener %s: give both --listener-tls-cert and --listener-tls-key for it, or neither", n.name)
+		}
+		if ssl {
+			n.tls = certs.Files{Cert: sec.KafkaTLSCert, Key: sec.KafkaTLSKey, ClientCA: sec.KafkaTLSClientCA}
+			if ownCert {
+				n.tls.Cert, n.tls.Key = ov.cert[n.name], ov.key[n.name]
+			}
+			if ownCA {
+				n.tls.ClientCA = ov.clientCA[n.name]
+			}
+			if n.tls.Cert == "" {
+				return fmt.Errorf("listener %s is %s: set --kafka-tls-cert and --kafka-tls-key, or --listener-tls-cert and --listener-tls-key for %s", n.name, n.protocol, n.name)
+			}
+			switch {
+			case clientAuth == "none":
+				n.tls.ClientCA = ""
+			case ownAuth && n.tls.ClientCA == "":
+				return fmt.Errorf("invalid value %q for --listener-tls-client-auth: listener %s has no client CA to check certificates with: set --listener-tls-client-ca for it or --kafka-tls-client-ca", c.ListenerClientAuth, n.name)
+			}
+			n.requested = clientAuth == "requested"
+			n.ownTLS = n.tls != certs.Files{Cert: sec.KafkaTLSCert, Key: sec.KafkaTLSKey, ClientCA: sec.KafkaTLSClientCA}
+		}
+		if saslOn {
+			n.mechanisms, n.plainUsers = sec.mechanisms(), ownUsers
+			if hasOwnMechs {
+				if err := sec.checkMechanisms("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, ownMechs, hasOwnUsers); err != nil {
+					return err
+				}
+				n.mechanisms = ownMechs
+			}
+			if len(n.mechanisms) == 0 {
+				return fmt.Errorf("listener %s is %s: set --sasl-enabled-mechanisms, or --listener-sasl-enabled-mechanisms for %s", n.name, n.protocol, n.name)
+			}
+			if hasOwnUsers && !slices.Contains(n.mechanisms, "PLAIN") {
+				return fmt.Errorf("invalid value %q for --listener-sasl-plain-users-file: listener %s does not enable PLAIN", c.ListenerPlainUsers, n.name)
+			}
+			if hasOwnUsers {
+				if _, err := loadPlainUsers(ownUsers); err != nil {
+					return fmt.Errorf("invalid value for --listener-sasl-plain-users-file: listener %s: %w", n.name, err)
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// allMechanisms is every mechanism some listener enables, its own or
+// the shared ones.
+func (c *listenersConfig) allMechanisms() []string {
+	out := []string{}
+	for _, n := range c.named {
+		for _, m := range n.mechanisms {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// ownTLS reports whether some listener has its own certificate files.
+func (c *listenersConfig) ownTLS() bool {
+	return slices.ContainsFunc(c.named, func(n namedListener) bool { return n.ownTLS })
 }
 
 // advertised is every named listener's advertised address; nil when
@@ -174,16 +374,64 @@ func (c *listenersConfig) advertised() map[string]string {
 	return out
 }
 
-// gatewayListeners is the gateway's listeners; nil when there is only
-// --kafka-addr's, unnamed (the gateway then follows its TLS and SASL).
-func (c *listenersConfig) gatewayListeners(serverTLS *tls.Config) []gateway.Listener {
+// certificateRequested asks clients for a certificate without requiring
+// one (Kafka's ssl.client.auth=requested): one given must verify, and
+// authenticates the connection; without one the client may use SASL.
+func certificateRequested(tc *tls.Config) *tls.Config {
+	perHello := tc.GetConfigForClient
+	tc.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		cfg, err := perHello(h)
+		if cfg != nil && cfg.ClientAuth == tls.RequireAndVerifyClientCert {
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+		return cfg, err
+	}
+	return tc
+}
+
+// gatewayListeners is the gateway's listeners and the certificate
+// reloaders of those with their own files (one per set of files); nil when
+// there is only --kafka-addr's, unnamed (the gateway then follows its TLS
+// and SASL). shared is --kafka-tls-*'s reloader (nil without them).
+func (c *listenersConfig) gatewayListeners(shared *certs.Reloader, log *slog.Logger) ([]gateway.Listener, []*certs.Reloader, error) {
 	var out []gateway.Listener
+	var reloaders []*certs.Reloader
+	byFiles := map[certs.Files]*certs.Reloader{}
 	for _, n := range c.named {
 		l := gateway.Listener{Name: n.name, Addr: n.bind, SASL: strings.HasPrefix(n.protocol, "SASL")}
 		if strings.HasSuffix(n.protocol, "SSL") {
-			l.TLS = serverTLS
+			rl := shared
+			if n.ownTLS {
+				if rl = byFiles[n.tls]; rl == nil {
+					var err error
+					// The listener's name in its reload messages tells
+					// which certificate was renewed.
+					if rl, err = certs.NewReloader(n.tls, log.With("listener", n.name)); err != nil {
+						return nil, nil, fmt.Errorf("listener %s: %w", n.name, err)
+					}
+					byFiles[n.tls] = rl
+					reloaders = append(reloaders, rl)
+				}
+			}
+			l.TLS = rl.ServerConfig()
+			if n.requested {
+				l.TLS = certificateRequested(l.TLS)
+			}
+		}
+		if l.SASL {
+			l.Mechanisms = n.mechanisms
+			if n.plainUsers != "" {
+				users, err := loadPlainUsers(n.plainUsers)
+				if err != nil {
+					return nil, nil, fmt.Errorf("listener %s: %w", n.name, err)
+				}
+				l.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
+			}
+			if l.TLS == nil && slices.Contains(n.mechanisms, "PLAIN") {
+				log.Warn("SASL PLAIN on a SASL_PLAINTEXT listener: passwords cross the network in clear", "listener", n.name)
+			}
 		}
 		out = append(out, l)
 	}
-	return out
+	return out, reloaders, nil
 }

@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("open data dir %s: %w", cfg.DataDir, err)
 	}
 	defer state.Close()
-	hup := notifyHangup(&cfg.securityConfig)
+	hup := notifyHangup(&cfg.securityConfig, cfg.listenersConfig.ownTLS())
 	if hup != nil {
 		defer signal.Stop(hup)
 	}
@@ -205,14 +205,18 @@ func serve(ctx context.Context, cfg *config) error {
 		ACLs:                      local,
 		Logger:                    log,
 	}
-	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, log)
+	var listenerMechs []string
+	if cfg.listenersConfig.named != nil {
+		listenerMechs = cfg.listenersConfig.allMechanisms()
+	}
+	certReloader, err := kafkaSecurity(&cfg.securityConfig, &gcfg, listenerMechs, log)
 	if err != nil {
 		return err
 	}
-	if certReloader != nil {
-		gcfg.Listeners = cfg.listenersConfig.gatewayListeners(certReloader.ServerConfig())
-	} else {
-		gcfg.Listeners = cfg.listenersConfig.gatewayListeners(nil)
+	var listenerReloaders []*certs.Reloader
+	gcfg.Listeners, listenerReloaders, err = cfg.listenersConfig.gatewayListeners(certReloader, log)
+	if err != nil {
+		return err
 	}
 	srv := gateway.New(gcfg, backend, node)
 	if err := srv.Listen(); err != nil {
@@ -261,7 +265,7 @@ func serve(ctx context.Context, cfg *config) error {
 	bg.Add(2)
 	go func() {
 		defer bg.Done()
-		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, []*certs.Reloader{certReloader, linkReloader, adminReloader}, node, log)
+		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, append([]*certs.Reloader{certReloader, linkReloader, adminReloader}, listenerReloaders...), node, log)
 	}()
 	go func() {
 		defer bg.Done()

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -127,27 +126,8 @@ func (c *securityConfig) validate() error {
 	if c.TLSReloadInterval < 100*time.Millisecond {
 		return fmt.Errorf("invalid value %s for --tls-reload-interval: must be at least 100ms", c.TLSReloadInterval)
 	}
-	for _, m := range c.mechanisms() {
-		if !slices.Contains(knownMechanisms, m) {
-			return fmt.Errorf("invalid value %q for --sasl-enabled-mechanisms: %q is not one of %s", c.SASLMechanisms, m, strings.Join(knownMechanisms, ", "))
-		}
-	}
-	if slices.Contains(c.mechanisms(), "PLAIN") && c.SASLPlainUsersFile == "" {
-		return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: PLAIN needs --sasl-plain-users-file")
-	}
-	if slices.Contains(c.mechanisms(), "OAUTHBEARER") {
-		if c.OAuthJWKSFile == "" {
-			return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: OAUTHBEARER needs --sasl-oauthbearer-jwks-file")
-		}
-		if _, err := loadKeySet(c.OAuthJWKSFile); err != nil {
-			return err
-		}
-		if c.OAuthSubClaim == "" {
-			return fmt.Errorf("invalid value for --sasl-oauthbearer-sub-claim-name: must not be empty")
-		}
-		if c.OAuthClockSkew < 0 {
-			return fmt.Errorf("invalid value %s for --sasl-oauthbearer-clock-skew: must not be negative", c.OAuthClockSkew)
-		}
+	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms(), false); err != nil {
+		return err
 	}
 	if c.FailedAuthDelay < 0 || c.FailedAuthDelay > time.Minute {
 		return fmt.Errorf("invalid value %s for --connection-failed-authentication-delay: must be 0..1m", c.FailedAuthDelay)
@@ -162,6 +142,35 @@ func (c *securityConfig) validate() error {
 	}
 	if c.MaxReauth < 0 || (c.MaxReauth > 0 && c.MaxReauth < time.Second) {
 		return fmt.Errorf("invalid value %s for --connections-max-reauth: must be 0 or at least 1s", c.MaxReauth)
+	}
+	return nil
+}
+
+// checkMechanisms checks a list of SASL mechanisms that flag (whose
+// value is v) enables: known names, and the settings each one needs
+// (ownPlainUsers: PLAIN users come from a listener's own file).
+func (c *securityConfig) checkMechanisms(flag, v string, mechs []string, ownPlainUsers bool) error {
+	for _, m := range mechs {
+		if !slices.Contains(knownMechanisms, m) {
+			return fmt.Errorf("invalid value %q for --%s: %q is not one of %s", v, flag, m, strings.Join(knownMechanisms, ", "))
+		}
+	}
+	if slices.Contains(mechs, "PLAIN") && c.SASLPlainUsersFile == "" && !ownPlainUsers {
+		return fmt.Errorf("invalid value for --%s: PLAIN needs --sasl-plain-users-file", flag)
+	}
+	if slices.Contains(mechs, "OAUTHBEARER") {
+		if c.OAuthJWKSFile == "" {
+			return fmt.Errorf("invalid value for --%s: OAUTHBEARER needs --sasl-oauthbearer-jwks-file", flag)
+		}
+		if _, err := loadKeySet(c.OAuthJWKSFile); err != nil {
+			return err
+		}
+		if c.OAuthSubClaim == "" {
+			return fmt.Errorf("invalid value for --sasl-oauthbearer-sub-claim-name: must not be empty")
+		}
+		if c.OAuthClockSkew < 0 {
+			return fmt.Errorf("invalid value %s for --sasl-oauthbearer-clock-skew: must not be negative", c.OAuthClockSkew)
+		}
 	}
 	return nil
 }
@@ -225,8 +234,9 @@ func loadPlainUsers(path string) (map[string]string, error) {
 }
 
 // kafkaSecurity fills the gateway's TLS and SASL settings and returns the
-// certificate reloader (nil without TLS).
-func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*certs.Reloader, error) {
+// certificate reloader (nil without TLS). listenerMechs, when not nil, is
+// every mechanism the named listeners enable (their own and the shared).
+func kafkaSecurity(c *securityConfig, gc *gateway.Config, listenerMechs []string, log *slog.Logger) (*certs.Reloader, error) {
 	var rl *certs.Reloader
 	if c.KafkaTLSCert != "" {
 		var err error
@@ -236,7 +246,11 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 		}
 		gc.TLS = rl.ServerConfig()
 	}
-	if mechs := c.mechanisms(); len(mechs) > 0 {
+	all := c.mechanisms()
+	if listenerMechs != nil {
+		all = listenerMechs
+	}
+	if mechs := c.mechanisms(); len(all) > 0 {
 		s := &gateway.SASL{Mechanisms: mechs, FailureDelay: c.FailedAuthDelay, SessionLifetime: c.MaxReauth}
 		if c.SASLPlainUsersFile != "" {
 			users, err := loadPlainUsers(c.SASLPlainUsersFile)
@@ -245,7 +259,7 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 			}
 			s.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
 		}
-		if slices.Contains(mechs, "OAUTHBEARER") {
+		if slices.Contains(all, "OAUTHBEARER") {
 			s.OAuthKeys = keySetFile(c.OAuthJWKSFile, log)
 			s.OAuthRules = sasl.TokenRules{Issuer: c.OAuthIssuer, SubClaim: c.OAuthSubClaim, ClockSkew: c.OAuthClockSkew}
 			for _, a := range strings.Split(c.OAuthAudience, ",") {
@@ -254,7 +268,7 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, log *slog.Logger) (*ce
 				}
 			}
 		}
-		if rl == nil && slices.Contains(mechs, "PLAIN") {
+		if listenerMechs == nil && rl == nil && slices.Contains(mechs, "PLAIN") {
 			log.Warn("SASL PLAIN without --kafka-tls-cert: passwords cross the network in clear")
 		}
 		gc.SASL = s
@@ -362,8 +376,8 @@ func loadGossipKeys(path string) ([][]byte, error) {
 // SIGHUP keeps its default meaning and this returns nil). It is called
 // before any listener opens, so a SIGHUP sent once the node answers never
 // finds it unprepared.
-func notifyHangup(c *securityConfig) chan os.Signal {
-	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" && c.RaftTLSCert == "" && c.AdminTLSCert == "" {
+func notifyHangup(c *securityConfig, listenerTLS bool) chan os.Signal {
+	if c.KafkaTLSCert == "" && c.GossipKeyFile == "" && c.RaftTLSCert == "" && c.AdminTLSCert == "" && !listenerTLS {
 		return nil
 	}
 	hup := make(chan os.Signal, 1)
@@ -432,17 +446,9 @@ func adminOptions(c *securityConfig, log *slog.Logger) ([]admin.Option, *certs.R
 		if err != nil {
 			return nil, nil, fmt.Errorf("--admin-tls-cert: %w", err)
 		}
-		tc := rl.ServerConfig()
-		perHello := tc.GetConfigForClient
 		// Ask for a client certificate but do not require one at the
 		// handshake: probes reach /healthz and /readyz without one.
-		tc.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			cfg, err := perHello(h)
-			if cfg != nil && cfg.ClientAuth == tls.RequireAndVerifyClientCert {
-				cfg.ClientAuth = tls.VerifyClientCertIfGiven
-			}
-			return cfg, err
-		}
+		tc := certificateRequested(rl.ServerConfig())
 		opts = append(opts, admin.WithTLS(tc, c.AdminTLSClientCA != ""))
 	}
 	if c.AdminTokenFile != "" {

@@ -3,12 +3,20 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/gateway/certs"
 )
 
 func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
@@ -17,6 +25,10 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o600)
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("partner:secret\n"), 0o600)
+	badUsers := filepath.Join(dir, "bad-users")
+	os.WriteFile(badUsers, []byte("no-colon\n"), 0o600)
 	cases := []struct {
 		name string
 		args []string
@@ -46,6 +58,27 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"listener named twice", []string{"--listeners", "PLAINTEXT://127.0.0.1:9093"}, "--listeners"},
 		{"bad protocol", []string{"--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "EXT:TLS"}, "--listener-security-protocol-map"},
 		{"map without listeners", []string{"--listener-security-protocol-map", "EXT:SSL"}, "--listener-security-protocol-map"},
+		{"listener override without listeners", []string{"--listener-tls-cert", "EXT:" + file, "--listener-tls-key", "EXT:" + file}, "--listeners"},
+		{"override for an unknown listener", append(twoListeners(file), "--listener-tls-cert", "OTHER:"+file, "--listener-tls-key", "OTHER:"+file), "no listener OTHER"},
+		{"mechanisms for an unknown listener", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "OTHER:PLAIN"), "no listener OTHER"},
+		{"unknown mechanism for a listener", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:SCRAM-SHA-1"), `"SCRAM-SHA-1" is not one of`},
+		{"listener PLAIN without users", append(twoListeners(""), "--listener-sasl-enabled-mechanisms", "EXT:PLAIN"), "PLAIN needs --sasl-plain-users-file"},
+		{"tls override on a plaintext listener", append(twoListeners(file), "--listener-tls-cert", "INT:"+file, "--listener-tls-key", "INT:"+file), "listener INT is PLAINTEXT"},
+		{"client ca override on a plaintext listener", append(twoListeners(file), "--listener-tls-client-ca", "INT:"+file), "listener INT is PLAINTEXT"},
+		{"mechanisms on a plaintext listener", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "INT:PLAIN"), "listener INT is PLAINTEXT"},
+		{"listener cert without key", append(twoListeners(file), "--listener-tls-cert", "EXT:"+file), "--listener-tls-key"},
+		{"listener cert file missing", append(twoListeners(file), "--listener-tls-cert", "EXT:/no/such.pem", "--listener-tls-key", "EXT:"+file), "--listener-tls-cert"},
+		{"listener cert named twice", append(twoListeners(file), "--listener-tls-cert", "EXT:"+file+",ext:"+file, "--listener-tls-key", "EXT:"+file), "named twice"},
+		{"listener override not NAME:value", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "SCRAM-SHA-512"), "--listener-sasl-enabled-mechanisms"},
+		{"client auth not a value", append(twoListeners(file), "--listener-tls-client-auth", "EXT:optional"), `"optional" is not required, requested or none`},
+		{"client auth without a client CA", append(twoListeners(file), "--listener-tls-client-auth", "EXT:required"), "no client CA"},
+		{"client auth on a plaintext listener", append(twoListeners(file), "--listener-tls-client-auth", "INT:none"), "listener INT is PLAINTEXT"},
+		{"client auth for an unknown listener", append(twoListeners(file), "--listener-tls-client-auth", "OTHER:none"), "no listener OTHER"},
+		{"plain users on a plaintext listener", append(twoListeners(file), "--listener-sasl-plain-users-file", "INT:"+users), "listener INT is PLAINTEXT"},
+		{"plain users for a listener without PLAIN", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:SCRAM-SHA-512", "--listener-sasl-plain-users-file", "EXT:"+users), "does not enable PLAIN"},
+		{"plain users file not user:password", append(twoListeners(file), "--listener-sasl-plain-users-file", "EXT:"+empty+"x"), "--listener-sasl-plain-users-file"},
+		{"bad plain users line", append(twoListeners(file), "--listener-sasl-plain-users-file", "EXT:"+badUsers), "--listener-sasl-plain-users-file: listener EXT: --sasl-plain-users-file: " + badUsers + " line 1"},
+		{"ssl listener with neither cert", []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:PLAINTEXT,EXT:SSL", "--listener-tls-client-ca", "EXT:" + file}, "--listener-tls-cert and --listener-tls-key for EXT"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
 		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
 		{"super user not a principal", []string{"--authorizer", "--super-users", "User:admin;alice"}, "--super-users"},
@@ -186,16 +219,29 @@ func TestGossipKeyFile(t *testing.T) {
 	}
 }
 
+// twoListeners is a plaintext INT and a SASL_SSL EXT listener, with the
+// shared certificate and PLAIN users when file is set.
+func twoListeners(file string) []string {
+	args := []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:PLAINTEXT,EXT:SASL_SSL"}
+	if file != "" {
+		args = append(args, "--kafka-tls-cert", file, "--kafka-tls-key", file, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file)
+	} else {
+		args = append(args, "--listener-tls-cert", "EXT:/dev/null", "--listener-tls-key", "EXT:/dev/null")
+	}
+	return args
+}
+
 // TestListenerFlags: --kafka-addr's listener takes its name and protocol,
 // the others theirs, and every node advertises all of them by name.
 func TestListenerFlags(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
 	os.WriteFile(file, []byte("x"), 0o600)
+	cert, key, _ := testCerts(t, dir, "node-1")
 	c, err := parseConfig([]string{"--kafka-addr", "127.0.0.1:9092", "--kafka-listener-name", "internal",
 		"--listeners", "EXTERNAL://0.0.0.0:9093,REPLICATION://127.0.0.1:9094", "--advertised-listeners", "EXTERNAL://kgate-0.example.com:9093",
 		"--listener-security-protocol-map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,REPLICATION:SSL",
-		"--kafka-tls-cert", file, "--kafka-tls-key", file, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file}, env())
+		"--kafka-tls-cert", cert, "--kafka-tls-key", key, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file}, env())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +249,221 @@ func TestListenerFlags(t *testing.T) {
 	if got := c.listenersConfig.advertised(); !maps.Equal(got, want) {
 		t.Fatalf("advertised %v, want %v", got, want)
 	}
-	ls := c.listenersConfig.gatewayListeners(&tls.Config{})
+	shared := reloader(t, certs.Files{Cert: cert, Key: key})
+	ls, own, err := c.listenersConfig.gatewayListeners(shared, slog.New(slog.DiscardHandler))
+	if err != nil || len(own) != 0 {
+		t.Fatalf("gateway listeners: %v, own reloaders %d", err, len(own))
+	}
 	if len(ls) != 3 || ls[0].Name != "INTERNAL" || ls[0].TLS != nil || ls[0].SASL ||
 		ls[1].Addr != "0.0.0.0:9093" || ls[1].TLS == nil || !ls[1].SASL || ls[2].TLS == nil || ls[2].SASL {
 		t.Fatalf("gateway listeners %+v", ls)
 	}
 	// Without named listeners the gateway keeps its one listener.
 	c, err = parseConfig(nil, env())
-	if err != nil || c.listenersConfig.advertised() != nil || c.listenersConfig.gatewayListeners(nil) != nil {
+	if err != nil || c.listenersConfig.advertised() != nil {
 		t.Fatalf("defaults: %v %v", err, c.listenersConfig.named)
 	}
+	if ls, _, err := c.listenersConfig.gatewayListeners(nil, slog.New(slog.DiscardHandler)); ls != nil || err != nil {
+		t.Fatalf("defaults: %v %v", ls, err)
+	}
+}
+
+// TestListenerOverrides: each listener gets its own certificate, client
+// CA and mechanisms where given, the shared flags' elsewhere, and the
+// overrides can come from the environment too.
+func TestListenerOverrides(t *testing.T) {
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
+	partnerUsers := filepath.Join(dir, "partner-users")
+	os.WriteFile(partnerUsers, []byte("partner:partner-secret\n"), 0o600)
+	sharedCert, sharedKey, _ := testCerts(t, filepath.Join(dir, "shared"), "shared")
+	intCert, intKey, intCA := testCerts(t, filepath.Join(dir, "int"), "internal")
+	extCert, extKey, _ := testCerts(t, filepath.Join(dir, "ext"), "public")
+	c, err := parseConfig([]string{"--kafka-addr", "127.0.0.1:9092", "--kafka-listener-name", "INTERNAL",
+		"--listeners", "EXTERNAL://127.0.0.1:9093,REPLICATION://127.0.0.1:9094,LOCAL://127.0.0.1:9095,PARTNER://127.0.0.1:9096,OPEN://127.0.0.1:9097",
+		"--listener-security-protocol-map", "INTERNAL:SSL,EXTERNAL:SASL_SSL,REPLICATION:SASL_SSL,LOCAL:SASL_PLAINTEXT,PARTNER:SASL_SSL,OPEN:SSL",
+		"--kafka-tls-cert", sharedCert, "--kafka-tls-key", sharedKey, "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users,
+		"--listener-tls-client-ca", "INTERNAL:" + intCA + ",PARTNER:" + intCA + ",OPEN:" + intCA,
+		"--listener-tls-cert", "INTERNAL:" + intCert, "--listener-tls-key", "internal:" + intKey,
+		"--listener-sasl-enabled-mechanisms", "EXTERNAL:SCRAM-SHA-512, EXTERNAL:SCRAM-SHA-256,LOCAL:SCRAM-SHA-512",
+		"--listener-sasl-plain-users-file", "PARTNER:" + partnerUsers},
+		env("KGATE_LISTENER_TLS_CLIENT_AUTH", "PARTNER:Requested,OPEN:none", "KGATE_LISTENER_TLS_CERT", "EXTERNAL:"+extCert, "KGATE_LISTENER_TLS_KEY", "EXTERNAL:"+extKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The flags win over the environment: EXTERNAL keeps the shared
+	// certificate; PARTNER and OPEN take their client auth from it.
+	shared := reloader(t, certs.Files{Cert: sharedCert, Key: sharedKey})
+	ls, own, err := c.listenersConfig.gatewayListeners(shared, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != 2 {
+		t.Fatalf("%d reloaders of listeners' own files, want 2 (INTERNAL's, PARTNER's)", len(own))
+	}
+	served := func(l gateway.Listener) (string, tls.ClientAuthType) {
+		cfg, err := l.TLS.GetConfigForClient(&tls.ClientHelloInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.Subject.CommonName, cfg.ClientAuth
+	}
+	for i, w := range []struct {
+		name, cn   string
+		clientAuth tls.ClientAuthType
+		mechs      string
+	}{
+		{"INTERNAL", "internal", tls.RequireAndVerifyClientCert, ""},
+		{"EXTERNAL", "shared", tls.NoClientCert, "SCRAM-SHA-512,SCRAM-SHA-256"},
+		{"REPLICATION", "shared", tls.NoClientCert, "PLAIN"},
+		{"LOCAL", "", 0, "SCRAM-SHA-512"},
+		{"PARTNER", "shared", tls.VerifyClientCertIfGiven, "PLAIN"},
+		{"OPEN", "shared", tls.NoClientCert, ""},
+	} {
+		l := ls[i]
+		if l.Name != w.name || strings.Join(l.Mechanisms, ",") != w.mechs {
+			t.Errorf("listener %d: %s with %v, want %s with %s", i, l.Name, l.Mechanisms, w.name, w.mechs)
+		}
+		if w.cn == "" {
+			if l.TLS != nil {
+				t.Errorf("%s speaks TLS", l.Name)
+			}
+			continue
+		}
+		if cn, auth := served(l); cn != w.cn || auth != w.clientAuth {
+			t.Errorf("%s serves %q with client auth %v, want %q with %v", l.Name, cn, auth, w.cn, w.clientAuth)
+		}
+	}
+	// PARTNER has PLAIN users of its own, the others none of their own.
+	if p, ok := ls[4].PlainUsers("partner"); !ok || p != "partner-secret" {
+		t.Errorf("PARTNER's PLAIN user: %q %v", p, ok)
+	}
+	if ls[1].PlainUsers != nil || ls[2].PlainUsers != nil {
+		t.Errorf("EXTERNAL or REPLICATION has PLAIN users of its own")
+	}
+
+	// PARTNER asks for a certificate: none is fine, one it cannot verify is not.
+	partner := ls[4].TLS
+	intPair := must(tls.LoadX509KeyPair(intCert, intKey))
+	extPair := must(tls.LoadX509KeyPair(extCert, extKey))
+	for _, w := range []struct {
+		what string
+		cert []tls.Certificate
+		ok   bool
+	}{{"no certificate", nil, true}, {"a certificate of its client CA", []tls.Certificate{intPair}, true}, {"a certificate of another CA", []tls.Certificate{extPair}, false}} {
+		// GetClientCertificate sends the certificate even where the
+		// server's list of CAs does not name its issuer.
+		cfg := &tls.Config{InsecureSkipVerify: true, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if w.cert == nil {
+				return &tls.Certificate{}, nil
+			}
+			return &w.cert[0], nil
+		}}
+		err := tlsHandshake(partner, cfg)
+		if (err == nil) != w.ok {
+			t.Errorf("PARTNER, a client with %s: handshake error %v", w.what, err)
+		}
+	}
+
+	// The gateway's shared SASL settings cover every listener's mechanisms.
+	gc := gateway.Config{}
+	if _, err := kafkaSecurity(&c.securityConfig, &gc, c.listenersConfig.allMechanisms(), slog.New(slog.DiscardHandler)); err != nil || gc.SASL == nil || gc.SASL.PlainUsers == nil {
+		t.Fatalf("kafkaSecurity: %v %+v", err, gc.SASL)
+	}
+
+	// With only listeners' own certificates and mechanisms, no shared ones.
+	c, err = parseConfig([]string{"--kafka-addr", "127.0.0.1:9092", "--kafka-listener-name", "INTERNAL",
+		"--listeners", "EXTERNAL://127.0.0.1:9093", "--listener-security-protocol-map", "INTERNAL:SSL,EXTERNAL:SASL_SSL",
+		"--listener-tls-cert", "INTERNAL:" + intCert + ",EXTERNAL:" + extCert, "--listener-tls-key", "INTERNAL:" + intKey + ",EXTERNAL:" + extKey,
+		"--listener-tls-client-ca", "INTERNAL:" + intCA, "--listener-sasl-enabled-mechanisms", "EXTERNAL:SCRAM-SHA-512"}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.listenersConfig.ownTLS() {
+		t.Error("ownTLS false: SIGHUP would not reload the listeners' certificates")
+	}
+	ls, own, err = c.listenersConfig.gatewayListeners(nil, slog.New(slog.DiscardHandler))
+	if err != nil || len(own) != 2 {
+		t.Fatalf("gateway listeners: %v, %d own reloaders, want 2", err, len(own))
+	}
+	if cn, auth := served(ls[0]); cn != "internal" || auth != tls.RequireAndVerifyClientCert {
+		t.Errorf("INTERNAL serves %q with %v", cn, auth)
+	}
+	if cn, auth := served(ls[1]); cn != "public" || auth != tls.NoClientCert || !slices.Equal(ls[1].Mechanisms, []string{"SCRAM-SHA-512"}) {
+		t.Errorf("EXTERNAL serves %q with %v, mechanisms %v", cn, auth, ls[1].Mechanisms)
+	}
+	gc = gateway.Config{}
+	if _, err := kafkaSecurity(&c.securityConfig, &gc, c.listenersConfig.allMechanisms(), slog.New(slog.DiscardHandler)); err != nil || gc.SASL == nil {
+		t.Fatalf("kafkaSecurity without shared mechanisms: %v %+v", err, gc.SASL)
+	}
+}
+
+// tlsHandshake runs a TLS handshake between server and client over a
+// pipe and returns the server's error.
+func tlsHandshake(server, client *tls.Config) error {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() {
+		c := tls.Client(b, client)
+		err := c.Handshake()
+		if err == nil {
+			// TLS 1.3: the server checks the client's certificate after
+			// the client's handshake ends; read its verdict.
+			_, err = c.Read(make([]byte, 1))
+		}
+		b.Close()
+		done <- err
+	}()
+	s := tls.Server(a, server)
+	err := s.Handshake()
+	a.Close()
+	<-done
+	return err
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// testCerts writes a fresh CA and a certificate it signs for cn.
+func testCerts(t *testing.T, dir, cn string) (cert, key, ca string) {
+	t.Helper()
+	authority, err := certs.NewCA(cn+" CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, err := authority.Issue(cn, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if cert, key, err = issued.WriteFiles(dir, cn); err != nil {
+		t.Fatal(err)
+	}
+	ca = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, authority.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key, ca
+}
+
+func reloader(t *testing.T, f certs.Files) *certs.Reloader {
+	t.Helper()
+	rl, err := certs.NewReloader(f, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl
 }

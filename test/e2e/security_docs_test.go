@@ -100,12 +100,12 @@ func TestSecurityDocCommands(t *testing.T) {
 	}()
 	err := cmd.Wait()
 	if err != nil {
-		for _, log := range []string{"kgate.log", "kgate-mtls.log", "kgate-acl.log"} {
+		for _, log := range []string{"kgate.log", "kgate-mtls.log", "kgate-acl.log", "kgate-overrides.log"} {
 			t.Logf("%s:\n%s", log, tailFile(filepath.Join(work, log), 30))
 		}
 		t.Fatalf("docs/security.md commands failed: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n", "paid\n", "Topic authorization failed",
+	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n", "over-mtls\n", "paid\n", "Topic authorization failed",
 		"principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
