@@ -21,7 +21,7 @@ import (
 // sees only what the producer commits afterwards. With Iggy there are no
 // transactions: find-hanging finds nothing and abort finds nothing to
 // abort.
-func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader, follower int32) {
+func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, follower int32) {
 	const topic = "payments"
 	via := c.node(follower).kafka()
 	_, adm := c.adminClient()
@@ -98,9 +98,9 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader,
 		t.Fatalf("producer id %d epoch %d: %v", pid, epoch, err)
 	}
 
-	out := k.run(via, "kafka-transactions.sh", list...)
-	if !regexp.MustCompile(`(?m)^payments-1\s+` + strconv.Itoa(int(leader)) + `\s+` + strconv.FormatInt(pid, 10) + `\s+Ongoing\s*$`).MatchString(out) {
-		t.Fatalf("kafka-transactions list: want payments-1 Ongoing at coordinator %d:\n%s", leader, out)
+	out, leaders := leaderAround(c, func() string { return k.run(via, "kafka-transactions.sh", list...) })
+	if !regexp.MustCompile(`(?m)^payments-1\s+` + leaders + `\s+` + strconv.FormatInt(pid, 10) + `\s+Ongoing\s*$`).MatchString(out) {
+		t.Fatalf("kafka-transactions list: want payments-1 Ongoing at coordinator %s:\n%s", leaders, out)
 	}
 	out = k.run(via, "kafka-transactions.sh", describe...)
 	if !strings.Contains(out, "Ongoing") || !strings.Contains(out, "payments-0") {
