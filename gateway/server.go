@@ -42,9 +42,10 @@ type Config struct {
 	LeaderWait                time.Duration // Metadata and FindCoordinator wait this long for an election to end
 	// CutOffAfter is how long a node goes without knowing a leader before
 	// it takes itself to be cut off from the majority (elections take
-	// well under a second or two): a client request that needs a leader
-	// then resets the client's connection instead of answering "no
-	// leader", and the client asks another node at once (see cutOff).
+	// well under a second or two): Metadata and FindCoordinator then
+	// reset the client's connection instead of answering "no leader", so
+	// the client asks another node at once, and Produce and Fetch answer
+	// NOT_LEADER_OR_FOLLOWER without waiting (see cutoff.go).
 	// 0: 2 s; negative: never (answer "no leader" after LeaderWait).
 	CutOffAfter time.Duration
 	// StopDrain bounds how long a stopping server waits for its
@@ -570,8 +571,7 @@ func (s *Server) servesAsLeader() bool {
 // request came, still leads by a majority's word (bounded by LeaderWait):
 // a leader cut off from the others believes it leads until its lease runs
 // out, and a client it named itself to would keep that answer for its
-// metadata backoff (franz-go: 5 s; seen in make chaos as failovers of
-// 5.2 s after a partition).
+// metadata backoff (franz-go: 5 s).
 func (s *Server) confirmedLeader(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
 	defer cancel()
