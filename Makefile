@@ -86,7 +86,8 @@ failover-bench: build
 # under load, CHAOS_FAULTS kills, pauses and partitions from the seed
 # CHAOS_SEED (0: a new one, printed), optionally only the kinds in CHAOS_KINDS
 # (comma-separated), then the history checker. chaos-short (in make test)
-# applies each kind once to three nodes, then once to five.
+# applies each kind once to three nodes, then once to five, and checks that
+# clients of a cut-off leader go on through the others (TestCutOffLeaderClients).
 CHAOS_FAULTS ?= 100
 CHAOS_SEED   ?= 0
 CHAOS_KINDS  ?=
@@ -95,7 +96,7 @@ chaos: build
 	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES)
 
 chaos-short: build
-	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED)
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$' ./test/chaos/ -v -seed $(CHAOS_SEED)
 	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5
 
 lint:

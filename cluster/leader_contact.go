@@ -385,3 +385,24 @@ func (n *Node) LeaderEpoch() int32 {
 	}
 	return int32(t)
 }
+
+// ConfirmLeader reports whether this node still leads, confirmed by a
+// majority after the call (Raft's VerifyLeader: one heartbeat round), or
+// false once ctx ends. A leader cut off from the others still believes it
+// leads until its lease runs out; named in a Metadata answer then, it keeps
+// a client (franz-go: for its 5 s metadata backoff) on a node that can no
+// longer serve it.
+func (n *Node) ConfirmLeader(ctx context.Context) bool {
+	defer worktime.Wait(ctx)()
+	f := n.raft.VerifyLeader()
+	done := make(chan error, 1)
+	// Ends when Raft answers the future: confirmed, or failed when this
+	// node steps down or shuts down, which Raft's lease bounds.
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err == nil
+	case <-ctx.Done():
+		return false
+	}
+}

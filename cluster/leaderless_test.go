@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,7 +9,9 @@ import (
 
 // A leader cut off from both followers knows no leader from soon after it
 // steps down for as long as the cut lasts, while the majority names its new
-// leader; once the cut heals the old leader names that leader too.
+// leader; once the cut heals the old leader names that leader too. Asked to
+// confirm its leadership once cut off, it cannot (no majority answers),
+// where before the cut it could.
 func TestLeaderlessForCutOffNode(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	old := leaderAmong(t, c.nodes)
@@ -17,7 +20,19 @@ func TestLeaderlessForCutOffNode(t *testing.T) {
 		t.Fatalf("the leader reports no leader for %v", d)
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if !old.n.ConfirmLeader(ctx) {
+		t.Fatal("the leader could not confirm its leadership with both followers in reach")
+	}
+
 	streamOf(t, old.raftAddr).setCut(true)
+	if old.n.ConfirmLeader(ctx) {
+		t.Fatal("a leader cut off from both followers confirmed its leadership")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("confirming the leadership of a cut-off leader waited until the test's deadline, not its lease")
+	}
 	majority := without(c.nodes, old)
 	leaderAmong(t, majority)
 	var first time.Duration

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -44,10 +45,11 @@ type conn struct {
 	// (long polls, waits for a leader) and answer with what they have, so
 	// that the drain can send their answers.
 	stopping context.Context
+	opened   time.Time // when the connection was accepted (cutOffMinAge)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String())}
+	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()), opened: time.Now()}
 }
 
 type pending struct {
@@ -368,6 +370,12 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 				}
 			}
 		}
+		if _, reset := resp.(cutOffAnswer); reset {
+			if err := flush(); err == nil {
+				c.resetCutOff(ctx)
+			}
+			return
+		}
 		if p.observe != nil {
 			p.observe(resp)
 		}
@@ -409,4 +417,65 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		}
 	}
 	flush()
+}
+
+// cutOffMinAge is the least time a connection is open before a cut-off
+// node resets it: a client that reconnects at once (the whole cluster
+// without a quorum resets everywhere) opens at most four a second to a
+// node, whatever its own backoff.
+const cutOffMinAge = 250 * time.Millisecond
+
+// resetCutOff ends the connection of a node cut off from its leader
+// (Server.cutOffNow) with a TCP reset rather than a clean close: franz-go
+// does not retry a request whose connection closed cleanly before its
+// first answer (it takes that for a TLS or SASL mismatch), and does retry
+// one whose connection was reset, on the next broker. The answers before
+// the reset are flushed; the reset waits (briefly) until the client has
+// them, since a reset drops what the kernel still holds to send.
+func (c *conn) resetCutOff(ctx context.Context) {
+	if wait := cutOffMinAge - time.Since(c.opened); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.s.metrics.cutOff.Inc()
+	c.log.Debug("resetting connection: no leader in contact", "leaderless_for", c.s.cluster.LeaderlessFor())
+	tc := tcpConnOf(c.nc)
+	if tc == nil {
+		return
+	}
+	deadline := time.Now().Add(200 * time.Millisecond)
+	wait := time.Millisecond
+	for unsentBytes(tc) > 0 && time.Now().Before(deadline) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			break
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
+	tc.SetLinger(0) // Close now sends a reset
+}
+
+// tcpConnOf is the TCP connection under nc (TLS and its record batcher).
+func tcpConnOf(nc net.Conn) *net.TCPConn {
+	for {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			return c
+		case *tls.Conn:
+			nc = c.NetConn()
+		case *recordBatcher:
+			nc = c.Conn
+		default:
+			return nil
+		}
+	}
 }

@@ -48,7 +48,24 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 	}
 	return later(func() kmsg.Response {
 		s.awaitFetchLeaders(ctx, req)
-		resp := s.fetch(ctx, req, denied)
+		// A long poll parked on a leader that gets cut off would hold
+		// its client for the rest of its wait (franz-go: 5 s) before the
+		// next fetch finds the partitions leaderless: it ends when the
+		// node becomes cut off, and the partitions are read again, which
+		// answers NOT_LEADER_OR_FOLLOWER for those without a leader. (A
+		// node already cut off that still leads the partitions, as with
+		// Iggy, polls as usual.)
+		poll, stop := ctx, context.CancelFunc(func() {})
+		if !s.cutOffNow() {
+			poll, stop = s.untilCutOff(context.WithCancel(ctx))
+		}
+		resp := s.fetch(poll, req, denied)
+		ended := poll.Err() != nil && ctx.Err() == nil // before stop, which ends it too
+		stop()
+		if ended && s.fetchLeaderless(req) {
+			var watches []partitionWatch
+			resp, _ = s.fetchOnce(ctx, req, denied, &watches)
+		}
 		s.addFetchLeaderHints(req, resp)
 		return resp
 	})

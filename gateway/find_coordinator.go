@@ -21,20 +21,25 @@ func (s *Server) handleFindCoordinator(ctx context.Context, r *Request) Reply {
 	if len(req.CoordinatorKeys) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	if !s.servesAsLeader() {
-		// An election is running (or the leader is suspected dead, or
-		// catching up): answer with its winner rather than
-		// COORDINATOR_NOT_AVAILABLE, which franz-go's coordinator lookup
-		// does not retry when its previous try hit the dead node, and
-		// which ends a group session once retries outlast it. A follower
-		// names the leader only on word from it newer than the request.
-		a := s.access(r)
-		return later(func() kmsg.Response {
-			s.awaitFreshLeader(ctx)
+	// An election running (or the leader suspected dead, or catching up):
+	// answer with its winner rather than COORDINATOR_NOT_AVAILABLE, which
+	// franz-go's coordinator lookup does not retry when its previous try
+	// hit the dead node, and which ends a group session once retries
+	// outlast it. A follower names the leader only on word from it newer
+	// than the request, the leader itself only once a majority confirmed
+	// it still leads.
+	a := s.access(r)
+	leads := s.servesAsLeader()
+	return later(func() kmsg.Response {
+		if leads && s.confirmedLeader(ctx) {
 			return s.findCoordinator(req, a)
-		})
-	}
-	return now(s.findCoordinator(req, s.access(r)))
+		}
+		s.awaitFreshLeader(ctx)
+		if _, ok := s.cluster.ServingLeader(); !ok && s.cutOff(r) {
+			return cutOffAnswer{}
+		}
+		return s.findCoordinator(req, a)
+	})
 }
 
 func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest, a access) kmsg.Response {

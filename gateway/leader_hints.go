@@ -142,6 +142,13 @@ func (s *Server) awaitProduceLeaders(ctx context.Context, req *kmsg.ProduceReque
 
 // awaitFetchLeaders waits while a partition of req has no leader.
 func (s *Server) awaitFetchLeaders(ctx context.Context, req *kmsg.FetchRequest) {
+	if s.fetchLeaderless(req) {
+		s.awaitLeader(ctx)
+	}
+}
+
+// fetchLeaderless reports whether a partition of req has no leader.
+func (s *Server) fetchLeaderless(req *kmsg.FetchRequest) bool {
 	for _, t := range req.Topics {
 		name := t.Topic
 		if req.Version >= 13 {
@@ -149,11 +156,11 @@ func (s *Server) awaitFetchLeaders(ctx context.Context, req *kmsg.FetchRequest) 
 		}
 		for _, p := range t.Partitions {
 			if s.leaderless(name, p.Partition) {
-				s.awaitLeader(ctx)
-				return
+				return true
 			}
 		}
 	}
+	return false
 }
 
 func (s *Server) leaderless(topic string, partition int32) bool {

@@ -19,23 +19,27 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	a := s.access(r)
-	if !s.servesAsLeader() {
-		// During an election (or while a follower suspects its leader is
-		// gone, or a new leader catches up) every partition would read
-		// LEADER_NOT_AVAILABLE or name a dead node, and clients back off
-		// for their metadata refresh interval (seconds); wait for the
-		// winner instead. A follower names its leader only once it heard
-		// from it after the request came (a client asks right after its
-		// connection to a dying leader broke). A node restarted a moment
-		// ago would report the topics of its last snapshot until it has
-		// replayed its log.
-		return later(func() kmsg.Response {
-			s.awaitFreshLeader(ctx)
-			s.awaitCaughtUp(ctx)
+	// During an election (or while a follower suspects its leader is
+	// gone, or a new leader catches up) every partition would read
+	// LEADER_NOT_AVAILABLE or name a dead node, and clients back off for
+	// their metadata refresh interval (seconds); wait for the winner
+	// instead. A follower names its leader only once it heard from it
+	// after the request came (a client asks right after its connection to
+	// a dying leader broke); the leader names itself only once a majority
+	// confirmed it still leads. A node restarted a moment ago would report
+	// the topics of its last snapshot until it has replayed its log.
+	leads := s.servesAsLeader()
+	return later(func() kmsg.Response {
+		if leads && s.confirmedLeader(ctx) {
 			return s.metadata(ctx, req, a)
-		})
-	}
-	return now(s.metadata(ctx, req, a))
+		}
+		s.awaitFreshLeader(ctx)
+		if _, ok := s.cluster.ServingLeader(); !ok && s.cutOff(r) {
+			return cutOffAnswer{}
+		}
+		s.awaitCaughtUp(ctx)
+		return s.metadata(ctx, req, a)
+	})
 }
 
 // metadata answers req for a client with access a: topics it may not

@@ -24,6 +24,7 @@ type metrics struct {
 	forwarded *prometheus.CounterVec   // api, result
 	accepted  prometheus.Counter
 	refused   prometheus.Counter
+	cutOff    prometheus.Counter
 	// parkedFetches counts fetches waiting for data (long poll).
 	parkedFetches atomic.Int64
 }
@@ -64,6 +65,10 @@ func newMetrics() *metrics {
 			Name: "kgate_kafka_connections_refused_total",
 			Help: "Kafka connections closed at once because --max-connections were open.",
 		}),
+		cutOff: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgate_kafka_connections_reset_cut_off_total",
+			Help: "Kafka connections reset instead of answered \"no leader\": the node had known no leader for the cut-off time.",
+		}),
 	}
 }
 
@@ -95,7 +100,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.forwarded, m.accepted, m.refused}
+	return []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.forwarded, m.accepted, m.refused, m.cutOff}
 }
 
 // versionLabels avoids formatting a version per request.

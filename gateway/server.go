@@ -40,6 +40,14 @@ type Config struct {
 	MaxElements               int           // topics x partitions (or similar) in one request
 	MaxMessageBytes           int           // largest record batch accepted (message.max.bytes)
 	LeaderWait                time.Duration // Metadata and FindCoordinator wait this long for an election to end
+	// CutOffAfter is how long a node goes without knowing a leader before
+	// it takes itself to be cut off from the majority (elections take
+	// well under a second or two): Metadata and FindCoordinator then
+	// reset the client's connection instead of answering "no leader", so
+	// the client asks another node at once, and Produce and Fetch answer
+	// NOT_LEADER_OR_FOLLOWER without waiting (see cutoff.go).
+	// 0: 2 s; negative: never (answer "no leader" after LeaderWait).
+	CutOffAfter time.Duration
 	// StopDrain bounds how long a stopping server waits for its
 	// connections to answer what they read (default 1 s); see Serve.
 	StopDrain         time.Duration
@@ -100,6 +108,9 @@ func (c *Config) setDefaults() {
 	if c.LeaderWait <= 0 {
 		c.LeaderWait = 5 * time.Second
 	}
+	if c.CutOffAfter == 0 {
+		c.CutOffAfter = 2 * time.Second
+	}
 	if c.StopDrain <= 0 {
 		c.StopDrain = time.Second
 	}
@@ -144,6 +155,9 @@ type Cluster interface {
 	// LeaderlessFor is how long this node has known no leader (0 while
 	// it knows one).
 	LeaderlessFor() time.Duration
+	// ConfirmLeader reports whether this node still leads, confirmed by a
+	// majority after the call (false once ctx ends).
+	ConfirmLeader(ctx context.Context) bool
 	// LeaderEpoch is the partitions' leader epoch; it grows with every
 	// election.
 	LeaderEpoch() int32
@@ -196,6 +210,7 @@ type Server struct {
 
 	lns   []boundListener
 	mu    sync.Mutex
+	cut   cutOffWatch
 	conns map[*conn]struct{}
 	// clients counts the conns of clients, which MaxConnections bounds;
 	// other nodes' links are counted apart (peers), under the same bound:
@@ -284,6 +299,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.accept(ctx, connCtx, peers, nil)
 		}()
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.cut.watch(ctx, s.cutOffNow)
+	}()
 	var accepting sync.WaitGroup
 	for _, b := range s.lns {
 		accepting.Add(1)
@@ -548,6 +568,17 @@ func (s *Server) servesAsLeader() bool {
 	return ok && info.ID == s.cluster.Self().ID && s.cluster.CaughtUp()
 }
 
+// confirmedLeader reports whether this node, the serving leader when the
+// request came, still leads by a majority's word (bounded by LeaderWait):
+// a leader cut off from the others believes it leads until its lease runs
+// out, and a client it named itself to would keep that answer for its
+// metadata backoff (franz-go: 5 s).
+func (s *Server) confirmedLeader(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderWait)
+	defer cancel()
+	return s.cluster.ConfirmLeader(ctx)
+}
+
 // awaitFreshLeader is awaitLeader on word from the leader that came after
 // the call (Cluster.AwaitFreshLeader): what Metadata and FindCoordinator
 // name on a follower.
@@ -563,8 +594,11 @@ func (s *Server) awaitFreshLeader(ctx context.Context) {
 // parked in turn on a client's connection would hold that client here
 // (seen in make chaos: a deposed, isolated leader kept its producers for
 // the whole partition). Answering at once sends the client to another node.
+// The wait also ends once the node counts as cut off (CutOffAfter), even
+// if it still knew a leader when the wait began.
 func (s *Server) leaderWait(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, max(s.cfg.LeaderWait-s.cluster.LeaderlessFor(), 0))
+	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.LeaderWait-s.cluster.LeaderlessFor(), 0))
+	return s.untilCutOff(ctx, cancel)
 }
 
 // awaitCaughtUp waits, bounded by LeaderWait, for this node to apply what

@@ -204,6 +204,10 @@ func serve(ctx context.Context, cfg *config) error {
 		Credentials:               local,
 		ACLs:                      local,
 		Logger:                    log,
+		// An election takes a heartbeat timeout or two to start and an
+		// election timeout or two to end; a node leaderless for twice
+		// that is cut off (gateway.Config.CutOffAfter).
+		CutOffAfter: max(2*time.Second, 4*max(cfg.RaftHeartbeat, cfg.RaftElection)),
 	}
 	var listenerMechs []string
 	if cfg.listenersConfig.named != nil {

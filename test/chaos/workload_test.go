@@ -128,7 +128,7 @@ func (w *workload) produce(i int) {
 	}
 	defer logf.Close()
 	cl := w.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.WithLogger(kgo.BasicLogger(logf, kgo.LogLevelWarn, func() string { return time.Now().Format("15:04:05.000 ") })))
+		kgo.WithLogger(kgo.BasicLogger(logf, clientLogLevel(kgo.LogLevelWarn), func() string { return time.Now().Format("15:04:05.000 ") })))
 	defer cl.Close()
 	tick := time.NewTicker(produceEvery)
 	defer tick.Stop()
@@ -170,7 +170,7 @@ func (w *workload) consumeGroup(i int) {
 		return
 	}
 	defer logf.Close()
-	mlog := &memberLog{Logger: kgo.BasicLogger(logf, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })}
+	mlog := &memberLog{Logger: kgo.BasicLogger(logf, clientLogLevel(kgo.LogLevelInfo), func() string { return time.Now().Format("15:04:05.000 ") })}
 	var epoch atomic.Int64
 	newEpoch := func(context.Context, *kgo.Client, map[string][]int32) { epoch.Add(1) }
 	cl := w.client(
@@ -239,6 +239,15 @@ func (l *memberLog) lastGroupErr() string {
 	return s
 }
 
+// clientLogLevel is level, or debug with KGATE_CHAOS_CLIENT_DEBUG set (a
+// franz-go debug log shows each request, its broker and its answer).
+func clientLogLevel(level kgo.LogLevel) kgo.LogLevel {
+	if os.Getenv("KGATE_CHAOS_CLIENT_DEBUG") != "" {
+		return kgo.LogLevelDebug
+	}
+	return level
+}
+
 // readAssigned reads every partition from its start with assign().
 func (w *workload) readAssigned() {
 	defer w.readWG.Done()
@@ -246,7 +255,14 @@ func (w *workload) readAssigned() {
 	for p := range int32(partitions) {
 		offs[p] = kgo.NewOffset().AtStart()
 	}
-	cl := w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+	logf, err := os.Create(filepath.Join(w.logDir, "client-assign.log"))
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	defer logf.Close()
+	cl := w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.WithLogger(kgo.BasicLogger(logf, clientLogLevel(kgo.LogLevelWarn), func() string { return time.Now().Format("15:04:05.000 ") })))
 	defer cl.Close()
 	for w.ctx.Err() == nil {
 		fs := cl.PollRecords(w.ctx, 1000)
