@@ -133,7 +133,10 @@ type Node struct {
 	watchers   []chan struct{}
 
 	stop chan struct{}
-	wg   sync.WaitGroup
+	// raftStopped is closed once Shutdown has told Raft to stop (Raft's
+	// own state may read otherwise: see untilRaftShutdown).
+	raftStopped chan struct{}
+	wg          sync.WaitGroup
 
 	// refusedOld: nodes reconcile has logged as too old to be voters (only
 	// the voter reconcile service touches it).
@@ -160,7 +163,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{}),
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), raftStopped: make(chan struct{}), halted: make(chan struct{}),
 		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
@@ -800,14 +803,14 @@ func (n *Node) haltWith(err error, logged func()) {
 	})
 }
 
-// untilRaftShutdown blocks until Shutdown has shut Raft down.
+// untilRaftShutdown blocks until Shutdown has told Raft to stop. It does
+// not poll Raft's state for Shutdown: Raft's goroutine may have set it
+// back (appendEntries sets Follower before it saves the new term, and an
+// RPC handled as Shutdown began overwrote Shutdown), and then this waited
+// forever on the very goroutine Raft's shutdown waits for (seen: a test's
+// Shutdown of a node whose disk was full hung for ten minutes).
 func (n *Node) untilRaftShutdown() {
-	<-n.stop
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for n.raft == nil || n.raft.State() != raft.Shutdown {
-		<-t.C
-	}
+	<-n.raftStopped
 }
 
 // Halted is closed once this node has stopped applying the log or writing
@@ -838,7 +841,9 @@ func (n *Node) Shutdown() error {
 	if n.raft.State() == raft.Leader {
 		n.transferLeadership()
 	}
-	err := n.raft.Shutdown().Error()
+	stopping := n.raft.Shutdown()
+	close(n.raftStopped)
+	err := stopping.Error()
 	n.wg.Wait()
 	n.setLeader(false)
 	if n.gossip != nil {
