@@ -189,6 +189,19 @@ func (f *FSM) TxnProducerEpoch(pid int64) (int16, bool) {
 	return f.txns[id].epoch, true
 }
 
+// TxnProducerState is a transactional producer id's current epoch and
+// the state of its transaction.
+func (f *FSM) TxnProducerState(pid int64) (int16, TxnState, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.txnByPID[pid]
+	if !ok {
+		return 0, TxnEmpty, false
+	}
+	t := f.txns[id]
+	return t.epoch, t.state, true
+}
+
 // encodeExtTxnsLocked writes the external partitions' section: by topic
 // and partition, the open transactions by producer, the aborted ones and
 // the end.

@@ -31,6 +31,11 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if nowMs, ok := coordinatorMarkerTime(r, req); ok {
+		if w, ok := s.backend.(MarkerWriter); ok {
+			return later(func() kmsg.Response { return s.coordinatorMarkers(ctx, w, req, nowMs) })
+		}
+	}
 	a := s.access(r)
 	if !a.cluster(kmsg.ACLOperationAlter) && !a.cluster(kmsg.ACLOperationClusterAction) {
 		return now(writeTxnMarkersAnswer(req, resp, nil, kerr.ClusterAuthorizationFailed.Code))

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,7 +51,9 @@ type Markers interface {
 	// or a retriable one when it cannot be read).
 	NextOffsets(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16)
 	// WriteMarker appends a commit or abort marker of the producer to
-	// each partition and returns each marker's offset.
+	// each partition and returns each marker's offset; after every batch
+	// of the transaction written there, and only while the transaction is
+	// in PrepareCommit/PrepareAbort at that epoch (an error otherwise).
 	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error)
 }
 
@@ -67,6 +70,42 @@ type Coordinator struct {
 	log  *slog.Logger
 	raft Raft
 	fsm  *fsm.FSM
+
+	// completing holds a lock per transactional id whose markers are
+	// being written (complete): the producer's EndTxn, InitProducerId and
+	// the expiry check may each complete the same transaction, and a
+	// second writer that read the state before the first finished would
+	// write its markers after the producer's next transaction began.
+	completingMu sync.Mutex
+	completing   map[string]*idLock
+}
+
+// idLock is one transactional id's lock and the number of its holders and
+// waiters (dropped from the map at zero).
+type idLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockID takes id's completion lock and returns its release.
+func (c *Coordinator) lockID(id string) func() {
+	c.completingMu.Lock()
+	l := c.completing[id]
+	if l == nil {
+		l = &idLock{}
+		c.completing[id] = l
+	}
+	l.refs++
+	c.completingMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		c.completingMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(c.completing, id)
+		}
+		c.completingMu.Unlock()
+	}
 }
 
 // New makes a coordinator.
@@ -89,7 +128,7 @@ func New(cfg Config, raft Raft, state *fsm.FSM) *Coordinator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, raft: raft, fsm: state}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, raft: raft, fsm: state, completing: map[string]*idLock{}}
 }
 
 // Status is the error a transaction request gets before any transaction
@@ -374,12 +413,16 @@ func (c *Coordinator) addExternal(ctx context.Context, id string, producerID int
 }
 
 // complete writes the markers of a transaction in PrepareCommit or
-// PrepareAbort and completes it. Markers written twice (a retry, a new
-// leader finishing a predecessor's work) are harmless: a marker for a
-// producer with no open transaction in the partition changes nothing for
-// readers. It answers NONE when the transaction is complete, or a
-// retriable code.
+// PrepareAbort and completes it, one completion of an id at a time. Markers
+// written twice (a retry after a failed write, a new leader finishing a
+// predecessor's work) are harmless while the transaction is still being
+// completed: a marker for a producer with no open transaction in the
+// partition changes nothing for readers. Once it is complete, no marker is
+// written for it any more (Markers answers an error): one could land
+// inside the producer's next transaction. It answers NONE when the
+// transaction is complete, or a retriable code.
 func (c *Coordinator) complete(ctx context.Context, id string) int16 {
+	defer c.lockID(id)()
 	v, ok := c.fsm.Transaction(id)
 	if !ok {
 		return kerr.TransactionalIDNotFound.Code
