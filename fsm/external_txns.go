@@ -155,6 +155,66 @@ func (f *FSM) applyCompleteTxn(c *CompleteTxn) any {
 	return &TxnResult{}
 }
 
+// ExtTxnMarkers records an administrator's markers (WriteTxnMarkers,
+// kafka-transactions abort) that the coordinator wrote into external
+// partitions: Offsets[i] is the offset of the i-th marker partition, markers
+// in order and each marker's partitions in order. Only written markers are
+// listed (the coordinator answers the others' codes). Each closes its
+// producer's open transaction in the partition, if any, as Kafka's marker
+// does; the coordinator's transaction state is not touched.
+type ExtTxnMarkers struct {
+	Markers []TxnMarker
+	Offsets []int64
+}
+
+func (*ExtTxnMarkers) Kind() Kind { return KindExtTxnMarkers }
+func (c *ExtTxnMarkers) encode(e *enc) {
+	(&WriteTxnMarkers{Markers: c.Markers}).encode(e)
+	e.uvar(uint64(len(c.Offsets)))
+	for _, o := range c.Offsets {
+		e.i64(o)
+	}
+}
+
+func decodeExtTxnMarkers(d *dec) *ExtTxnMarkers {
+	c := &ExtTxnMarkers{Markers: decodeWriteTxnMarkers(d).Markers}
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Offsets = append(c.Offsets, d.i64())
+	}
+	return c
+}
+
+func (f *FSM) applyExtTxnMarkers(c *ExtTxnMarkers) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range c.Markers {
+		n += len(m.Partitions)
+	}
+	if n != len(c.Offsets) {
+		return &TxnResult{Code: ErrInvalidRequest}
+	}
+	i := 0
+	for _, m := range c.Markers {
+		for _, tp := range m.Partitions {
+			off := c.Offsets[i]
+			i++
+			if off < 0 {
+				continue
+			}
+			p := f.ext[tp]
+			if p == nil {
+				p = &extPartition{partTxns: newPartTxns()}
+				f.ext[tp] = p
+			}
+			p.end = max(p.end, off+1)
+			p.close(m.ProducerID, off, m.Commit)
+		}
+	}
+	return &TxnResult{Codes: make([]int16, n)}
+}
+
 // ExtLastStableOffset is an external partition's last stable offset given
 // its high watermark: the first offset of its oldest open transaction, or
 // hw when none is open.

@@ -36,6 +36,9 @@ import (
 const (
 	markerTimeTag   uint32 = 0x6b670001 // the coordinator's time in ms, int64 big-endian
 	markerOffsetTag uint32 = 0x6b670002 // the marker's offset, int64 big-endian
+	// markerAdminTag (empty) marks an administrator's marker, written
+	// whatever the transaction's state (WriteAdminMarker).
+	markerAdminTag uint32 = 0x6b670003
 )
 
 // MarkerWriter is a backend that keeps partitions outside the FSM and
@@ -64,9 +67,39 @@ func (m *MarkerRouter) NextOffsets(ctx context.Context, parts []fsm.TopicPartiti
 // WriteMarker writes the marker into each partition through its leader and
 // returns the markers' offsets (-1 for a partition gone).
 func (m *MarkerRouter) WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error) {
+	local := func(sub []fsm.TopicPartition) ([]int64, error) {
+		return m.local.WriteMarker(ctx, producerID, epoch, commit, nowMs, sub)
+	}
+	return m.route(ctx, markerRequest{producerID: producerID, epoch: epoch, commit: commit, nowMs: nowMs}, parts, local)
+}
+
+// WriteAdminMarker is WriteMarker for an administrator's marker.
+func (m *MarkerRouter) WriteAdminMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64,
+	parts []fsm.TopicPartition) ([]int64, error) {
+	local := func(sub []fsm.TopicPartition) ([]int64, error) {
+		return m.local.WriteAdminMarker(ctx, producerID, epoch, commit, coordinatorEpoch, nowMs, sub)
+	}
+	return m.route(ctx, markerRequest{producerID: producerID, epoch: epoch, commit: commit, coordinatorEpoch: coordinatorEpoch,
+		nowMs: nowMs, admin: true}, parts, local)
+}
+
+// markerRequest is one marker the router writes.
+type markerRequest struct {
+	producerID       int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+	nowMs            int64
+	admin            bool
+}
+
+// route writes the marker into each partition through the node leading it:
+// here with local, elsewhere over the cluster's link.
+func (m *MarkerRouter) route(ctx context.Context, mr markerRequest, parts []fsm.TopicPartition,
+	local func([]fsm.TopicPartition) ([]int64, error)) ([]int64, error) {
 	s := m.srv.Load()
 	if s == nil {
-		return m.local.WriteMarker(ctx, producerID, epoch, commit, nowMs, parts)
+		return local(parts)
 	}
 	self := s.cluster.Self().ID
 	byNode := map[int32][]int{} // leader → indexes into parts
@@ -91,12 +124,12 @@ func (m *MarkerRouter) WriteMarker(ctx context.Context, producerID int64, epoch 
 		var offs []int64
 		var err error
 		if node == self {
-			offs, err = m.local.WriteMarker(ctx, producerID, epoch, commit, nowMs, sub)
+			offs, err = local(sub)
 		} else {
-			offs, err = m.remote(ctx, s, node, producerID, epoch, commit, nowMs, sub)
+			offs, err = m.remote(ctx, s, node, mr, sub)
 			if errors.Is(err, errOldPeer) {
 				// During a rolling upgrade: written here, as before.
-				offs, err = m.local.WriteMarker(ctx, producerID, epoch, commit, nowMs, sub)
+				offs, err = local(sub)
 			}
 		}
 		if err != nil {
@@ -114,7 +147,7 @@ func (m *MarkerRouter) WriteMarker(ctx context.Context, producerID int64, epoch 
 var errOldPeer = errors.New("the partition's leader writes no markers for the coordinator")
 
 // remote has node write the markers (handleWriteTxnMarkers, forwarded).
-func (m *MarkerRouter) remote(ctx context.Context, s *Server, node int32, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error) {
+func (m *MarkerRouter) remote(ctx context.Context, s *Server, node int32, mr markerRequest, parts []fsm.TopicPartition) ([]int64, error) {
 	var to cluster.NodeInfo
 	for _, b := range s.cluster.Brokers() {
 		if b.ID == node {
@@ -127,8 +160,11 @@ func (m *MarkerRouter) remote(ctx context.Context, s *Server, node int32, produc
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
-	rm.ProducerID, rm.ProducerEpoch, rm.Committed = producerID, epoch, commit
-	rm.UnknownTags.Set(markerTimeTag, binary.BigEndian.AppendUint64(nil, uint64(nowMs)))
+	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = mr.producerID, mr.epoch, mr.commit, mr.coordinatorEpoch
+	rm.UnknownTags.Set(markerTimeTag, binary.BigEndian.AppendUint64(nil, uint64(mr.nowMs)))
+	if mr.admin {
+		rm.UnknownTags.Set(markerAdminTag, nil)
+	}
 	at := map[string]int{}
 	for _, tp := range parts {
 		i, ok := at[tp.Topic]
@@ -186,7 +222,7 @@ func (m *MarkerRouter) remote(ctx context.Context, s *Server, node int32, produc
 // request from another node (the tag markerTimeTag over the cluster's
 // link): the markers are written here, through the partitions' queues, and
 // each answer carries the marker's offset.
-func (s *Server) coordinatorMarkers(ctx context.Context, w MarkerWriter, req *kmsg.WriteTxnMarkersRequest, nowMs int64) *kmsg.WriteTxnMarkersResponse {
+func (s *Server) coordinatorMarkers(ctx context.Context, w MarkerWriter, req *kmsg.WriteTxnMarkersRequest, nowMs int64, admin bool) *kmsg.WriteTxnMarkersResponse {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	m := req.Markers[0]
 	var parts []fsm.TopicPartition
@@ -195,7 +231,13 @@ func (s *Server) coordinatorMarkers(ctx context.Context, w MarkerWriter, req *km
 			parts = append(parts, fsm.TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
-	offsets, err := w.WriteMarker(ctx, m.ProducerID, m.ProducerEpoch, m.Committed, nowMs, parts)
+	var offsets []int64
+	var err error
+	if admin {
+		offsets, err = w.WriteAdminMarker(ctx, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, nowMs, parts)
+	} else {
+		offsets, err = w.WriteMarker(ctx, m.ProducerID, m.ProducerEpoch, m.Committed, nowMs, parts)
+	}
 	code := int16(0)
 	if err != nil {
 		s.log.Warn("cannot write transaction markers for the coordinator", "producer_id", m.ProducerID, "err", err)
@@ -226,17 +268,19 @@ func (s *Server) coordinatorMarkers(ctx context.Context, w MarkerWriter, req *km
 }
 
 // coordinatorMarkerTime is the time tag of a WriteTxnMarkers that another
-// node's coordinator sent (one marker), or false.
-func coordinatorMarkerTime(r *Request, req *kmsg.WriteTxnMarkersRequest) (int64, bool) {
+// node's coordinator sent (one marker), whether it is an administrator's
+// marker, or false.
+func coordinatorMarkerTime(r *Request, req *kmsg.WriteTxnMarkersRequest) (nowMs int64, admin, ok bool) {
 	if !r.Forwarded || len(req.Markers) != 1 {
-		return 0, false
+		return 0, false, false
 	}
-	var ms int64
-	found := false
 	req.Markers[0].UnknownTags.Each(func(k uint32, v []byte) {
-		if k == markerTimeTag && len(v) == 8 {
-			ms, found = int64(binary.BigEndian.Uint64(v)), true
+		switch {
+		case k == markerTimeTag && len(v) == 8:
+			nowMs, ok = int64(binary.BigEndian.Uint64(v)), true
+		case k == markerAdminTag:
+			admin = true
 		}
 	})
-	return ms, found
+	return nowMs, admin, ok
 }

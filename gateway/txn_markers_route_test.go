@@ -47,6 +47,10 @@ func (m *markerLog) WriteMarker(_ context.Context, producerID int64, epoch int16
 	return out, nil
 }
 
+func (m *markerLog) WriteAdminMarker(ctx context.Context, producerID int64, epoch int16, commit bool, _ int32, nowMs int64, parts []fsm.TopicPartition) ([]int64, error) {
+	return m.WriteMarker(ctx, producerID, epoch, commit, nowMs, parts)
+}
+
 func (m *markerLog) taken() []markerCall {
 	m.mu.Lock()
 	defer m.mu.Unlock()

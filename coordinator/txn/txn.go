@@ -55,6 +55,11 @@ type Markers interface {
 	// of the transaction written there, and only while the transaction is
 	// in PrepareCommit/PrepareAbort at that epoch (an error otherwise).
 	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error)
+	// WriteAdminMarker appends an administrator's marker (WriteTxnMarkers)
+	// to each partition, whatever the transaction's state, and returns each
+	// marker's offset: -1 for a partition that does not exist.
+	WriteAdminMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64,
+		parts []fsm.TopicPartition) ([]int64, error)
 }
 
 // Raft is what the coordinator needs of the local Raft node.
@@ -479,9 +484,69 @@ func (c *Coordinator) expireIDs(ctx context.Context, now, idExpiration int64, id
 // whole request (NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS off the
 // serving leader, UNSUPPORTED_VERSION below the feature level).
 func (c *Coordinator) WriteMarkers(ctx context.Context, markers []fsm.TxnMarker) ([]int16, int16) {
+	if c.cfg.Markers != nil {
+		return c.writeExtMarkers(ctx, markers)
+	}
 	r, code := c.propose(ctx, &fsm.WriteTxnMarkers{NowMs: c.nowMs(), Markers: markers})
 	if code != 0 {
 		return nil, code
 	}
 	return r.Codes, 0
+}
+
+// writeExtMarkers is WriteMarkers over partitions outside the FSM (the Iggy
+// backend): each marker is written into its partitions first (through
+// their leaders' queues), then one ExtTxnMarkers entry records the written
+// ones, closing their producers' open transactions there. The answers are
+// Kafka's: NONE when written (also with no transaction open there),
+// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for an epoch older
+// than the producer's current one (nothing written); a write that fails
+// gets a retriable code and is not recorded.
+func (c *Coordinator) writeExtMarkers(ctx context.Context, markers []fsm.TxnMarker) ([]int16, int16) {
+	if code := c.Status(); code != 0 {
+		return nil, code
+	}
+	if c.fsm.FeatureLevel() < fsm.LevelExtTxnMarkers {
+		return nil, kerr.UnsupportedVersion.Code
+	}
+	now := c.nowMs()
+	var codes []int16
+	var written []fsm.TxnMarker
+	var offsets []int64
+	for _, m := range markers {
+		fill := func(code int16) {
+			for range m.Partitions {
+				codes = append(codes, code)
+			}
+		}
+		if e, _, ok := c.fsm.TxnProducerState(m.ProducerID); ok && m.Epoch < e {
+			fill(kerr.InvalidProducerEpoch.Code)
+			continue
+		}
+		offs, err := c.cfg.Markers.WriteAdminMarker(ctx, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch, now, m.Partitions)
+		if err != nil {
+			c.log.Warn("cannot write an administrator's transaction markers", "producer_id", m.ProducerID, "err", err)
+			fill(kerr.KafkaStorageError.Code)
+			continue
+		}
+		w := fsm.TxnMarker{ProducerID: m.ProducerID, Epoch: m.Epoch, Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+		for i, tp := range m.Partitions {
+			if offs[i] < 0 {
+				codes = append(codes, kerr.UnknownTopicOrPartition.Code)
+				continue
+			}
+			codes = append(codes, 0)
+			w.Partitions = append(w.Partitions, tp)
+			offsets = append(offsets, offs[i])
+		}
+		if len(w.Partitions) > 0 {
+			written = append(written, w)
+		}
+	}
+	if len(written) > 0 {
+		if _, code := c.propose(ctx, &fsm.ExtTxnMarkers{Markers: written, Offsets: offsets}); code != 0 {
+			return nil, code
+		}
+	}
+	return codes, 0
 }

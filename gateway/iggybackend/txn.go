@@ -222,6 +222,25 @@ func (b *Backend) WriteMarker(ctx context.Context, producerID int64, epoch int16
 	if err := b.awaitEnding(ctx, producerID, epoch, commit); err != nil {
 		return nil, err
 	}
+	return b.writeMarkers(ctx, m, parts)
+}
+
+// WriteAdminMarker appends an administrator's marker (WriteTxnMarkers,
+// kafka-transactions abort) to each partition through its send queue,
+// whatever the state of the producer's transaction, and returns their
+// offsets: -1 for a partition whose topic is gone.
+func (b *Backend) WriteAdminMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64,
+	parts []fsm.TopicPartition) ([]int64, error) {
+	m, err := EncodeMarker(producerID, epoch, commit, coordinatorEpoch, nowMs)
+	if err != nil {
+		return nil, err
+	}
+	return b.writeMarkers(ctx, m, parts)
+}
+
+// writeMarkers queues the marker message m in each partition and waits
+// for its offsets.
+func (b *Backend) writeMarkers(ctx context.Context, m iggy.Message, parts []fsm.TopicPartition) ([]int64, error) {
 	items := make([]*sendItem, len(parts))
 	for i, tp := range parts {
 		it := &sendItem{batch: gateway.ProduceBatch{Topic: tp.Topic, Partition: tp.Partition, ProducerID: -1},
