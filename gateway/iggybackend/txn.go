@@ -43,7 +43,10 @@ const (
 // this node's FSM has it: its producer must not be fenced (an older epoch
 // than the coordinator's), and the partition must be in its transaction,
 // which must still be open (not being committed or aborted). It answers
-// NOT_ENOUGH_REPLICAS when the FSM may just not have caught up yet.
+// NOT_ENOUGH_REPLICAS when the FSM may just not have caught up yet: also
+// for a transaction being completed, which may be the producer's previous
+// one (the first batch of the next can reach this node before it applies
+// the completion).
 func (b *Backend) txnVerdict(pb gateway.ProduceBatch) error {
 	st := b.cfg.Txns
 	if st == nil {
@@ -53,8 +56,6 @@ func (b *Backend) txnVerdict(pb gateway.ProduceBatch) error {
 	switch {
 	case ok && pb.ProducerEpoch < epoch:
 		return kerr.InvalidProducerEpoch
-	case ok && pb.ProducerEpoch == epoch && (state == fsm.TxnPrepareCommit || state == fsm.TxnPrepareAbort):
-		return kerr.InvalidTxnState
 	case ok && pb.ProducerEpoch == epoch && state == fsm.TxnOngoing &&
 		st.ExtOngoing(fsm.TopicPartition{Topic: pb.Topic, Partition: pb.Partition}, pb.ProducerID):
 		return nil

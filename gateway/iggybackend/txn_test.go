@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,4 +302,59 @@ func TestBatchCheckedBeforeTheMarkerLandsBeforeIt(t *testing.T) {
 			t.Fatalf("partition holds %v (high watermark %d), want %v", got, res.HighWatermark, want)
 		}
 	})
+}
+
+// The first batch of a producer's next transaction can reach a node whose
+// FSM still has the previous one being completed (PrepareAbort, its marker
+// written, CompleteTxn not applied here yet): it waits for the node to
+// catch up and is written, not refused.
+func TestNextTransactionsBatchWaitsForThePreviousCompletion(t *testing.T) {
+	st := newTxnFSM(t)
+	looked := &lookSignal{FSM: st.f, looked: make(chan struct{})}
+	h := newHarness(t, iggy.Current, func(c *Config) { c.Txns = looked })
+	h.create("tx", 1, nil)
+	tp := fsm.TopicPartition{Topic: "tx", Partition: 0}
+	init := st.apply(&fsm.InitTxnProducer{TransactionalID: "a", TimeoutMs: 60_000, ExpectedID: -1, ExpectedEpoch: -1})
+	prod := fsm.TxnProducer{TransactionalID: "a", ProducerID: init.ProducerID, Epoch: init.Epoch}
+	bld := records.Builder{ProducerID: init.ProducerID, ProducerEpoch: init.Epoch, Transactional: true}
+	st.apply(&fsm.AddExtTxnPartitions{TxnProducer: prod, Partitions: []fsm.TopicPartition{tp}, Firsts: []int64{0}})
+	if res := h.produce("tx", 0, batch(t, bld, records.Record{Value: []byte("aborted")})); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	st.apply(&fsm.EndTxn{TxnProducer: prod, Commit: false})
+	offs, err := h.b.WriteMarker(h.ctx, prod.ProducerID, prod.Epoch, false, 1_750_000_000_000, []fsm.TopicPartition{tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := bld
+	next.BaseSequence = 1
+	done := make(chan gateway.ProduceResult, 1)
+	looked.arm()
+	go func() { done <- h.produce("tx", 0, batch(t, next, records.Record{Value: []byte("next")})) }()
+	<-looked.looked // the batch found the previous transaction ending
+	// What the coordinator applied meanwhile reaches this node.
+	st.apply(&fsm.CompleteTxn{TxnProducer: prod, Partitions: []fsm.TopicPartition{tp}, Offsets: offs})
+	st.apply(&fsm.AddExtTxnPartitions{TxnProducer: prod, Partitions: []fsm.TopicPartition{tp}, Firsts: []int64{offs[0] + 1}})
+	if res := <-done; res.Err != nil || res.BaseOffset != offs[0]+1 {
+		t.Fatalf("the next transaction's batch: %+v, want written at %d", res, offs[0]+1)
+	}
+}
+
+// lookSignal is the FSM that closes looked at the first TxnProducerState
+// after arm.
+type lookSignal struct {
+	*fsm.FSM
+	armed  atomic.Bool
+	once   sync.Once
+	looked chan struct{}
+}
+
+func (l *lookSignal) arm() { l.armed.Store(true) }
+
+func (l *lookSignal) TxnProducerState(pid int64) (int16, fsm.TxnState, bool) {
+	e, s, ok := l.FSM.TxnProducerState(pid)
+	if l.armed.Load() {
+		l.once.Do(func() { close(l.looked) })
+	}
+	return e, s, ok
 }
