@@ -34,6 +34,7 @@ const (
 	KindAddExtTxnPartitions Kind = 49 // external_txns.go
 	KindCompleteTxn         Kind = 50 // external_txns.go
 	KindExtTxnMarkers       Kind = 51 // external_txns.go
+	KindPruneExtAborted     Kind = 52 // external_txns.go
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -143,6 +144,8 @@ var commands = map[Kind]commandSpec{
 		(*FSM).applyCompleteTxn),
 	KindExtTxnMarkers: row("ExtTxnMarkers", []Level{LevelExtTxnMarkers}, v1(decodeExtTxnMarkers),
 		(*FSM).applyExtTxnMarkers),
+	KindPruneExtAborted: row("PruneExtAborted", []Level{LevelPruneExtAborted}, v1(decodePruneExtAborted),
+		(*FSM).applyPruneExtAborted),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

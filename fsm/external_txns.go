@@ -215,6 +215,64 @@ func (f *FSM) applyExtTxnMarkers(c *ExtTxnMarkers) any {
 	return &TxnResult{Codes: make([]int16, n)}
 }
 
+// PruneExtAborted forgets, in each external partition, the aborted
+// transactions whose marker is below Starts[i], the log start the leader
+// read from the backend for Partitions[i] (Iggy's retention removed their
+// records: no read reaches them), as the embedded log prunes at TrimLog.
+type PruneExtAborted struct {
+	Partitions []TopicPartition
+	Starts     []int64
+}
+
+func (*PruneExtAborted) Kind() Kind { return KindPruneExtAborted }
+func (c *PruneExtAborted) encode(e *enc) {
+	encodeTopicPartitions(e, c.Partitions)
+	e.uvar(uint64(len(c.Starts)))
+	for _, o := range c.Starts {
+		e.i64(o)
+	}
+}
+
+func decodePruneExtAborted(d *dec) *PruneExtAborted {
+	c := &PruneExtAborted{Partitions: decodeTopicPartitions(d)}
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Starts = append(c.Starts, d.i64())
+	}
+	return c
+}
+
+func (f *FSM) applyPruneExtAborted(c *PruneExtAborted) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(c.Starts) != len(c.Partitions) {
+		return &TxnResult{Code: ErrInvalidRequest}
+	}
+	for i, tp := range c.Partitions {
+		if p := f.ext[tp]; p != nil {
+			p.prune(c.Starts[i])
+		}
+	}
+	return &TxnResult{}
+}
+
+// ExtOldestAborted lists the external partitions that hold aborted
+// transactions, with the marker offset of the oldest: what PruneExtAborted
+// could forget once the log start passes it.
+func (f *FSM) ExtOldestAborted() map[TopicPartition]int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[TopicPartition]int64{}
+	for tp, p := range f.ext {
+		for _, a := range p.aborted {
+			if o, ok := out[tp]; !ok || a.LastOffset < o {
+				out[tp] = a.LastOffset
+			}
+		}
+	}
+	return out
+}
+
 // ExtLastStableOffset is an external partition's last stable offset given
 // its high watermark: the first offset of its oldest open transaction, or
 // hw when none is open.

@@ -208,3 +208,34 @@ func TestExtTxnMarkersCloseTheOpenTransaction(t *testing.T) {
 		t.Fatalf("LSO %d with a transaction opened after the marker, want 8", lso)
 	}
 }
+
+// PruneExtAborted forgets an external partition's aborted transactions
+// whose marker is below the given log start, keeps the others (also in a
+// snapshot), and needs LevelPruneExtAborted.
+func TestPruneExtAborted(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelExtTxnMarkers})
+	tp := TopicPartition{"x", 0}
+	prune := &PruneExtAborted{Partitions: []TopicPartition{tp, {"none", 0}}, Starts: []int64{6, 100}}
+	if _, err := h.f.Admit(Encode(prune)); err == nil {
+		t.Fatal("PruneExtAborted admitted below LevelPruneExtAborted")
+	}
+	h.apply(&SetFeatureLevel{Level: LevelPruneExtAborted})
+	a := h.init("a", -1, -1)
+	for _, m := range []int64{2, 5, 8} { // three aborted transactions, markers at 2, 5 and 8
+		h.txn(&AddExtTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{tp}, Firsts: []int64{m - 2}})
+		h.txn(&EndTxn{TxnProducer: h.prod("a", a), Commit: false})
+		h.txn(&CompleteTxn{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{tp}, Offsets: []int64{m}})
+	}
+	if got := h.f.ExtOldestAborted(); got[tp] != 2 || len(got) != 1 {
+		t.Fatalf("oldest aborted %v, want x/0 at 2", got)
+	}
+	if r := h.txn(prune); r.Code != 0 {
+		t.Fatalf("prune: %+v", r)
+	}
+	for _, f := range []*FSM{h.f, restoredCopy(t, h.f)} {
+		if got := f.ExtAbortedTxns(tp, 0, 100); len(got) != 1 || got[0].LastOffset != 8 || got[0].FirstOffset != 6 {
+			t.Fatalf("aborted after the prune %+v, want only 6..8", got)
+		}
+	}
+}

@@ -64,6 +64,11 @@ func (m *MarkerRouter) NextOffsets(ctx context.Context, parts []fsm.TopicPartiti
 	return m.local.NextOffsets(ctx, parts)
 }
 
+// LogStarts reads the partitions' log start offsets from the backend.
+func (m *MarkerRouter) LogStarts(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	return m.local.LogStarts(ctx, parts)
+}
+
 // WriteMarker writes the marker into each partition through its leader and
 // returns the markers' offsets (-1 for a partition gone).
 func (m *MarkerRouter) WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error) {

@@ -36,6 +36,10 @@ func (m *markerLog) NextOffsets(_ context.Context, parts []fsm.TopicPartition) (
 	return make([]int64, len(parts)), make([]int16, len(parts))
 }
 
+func (m *markerLog) LogStarts(_ context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	return make([]int64, len(parts)), make([]int16, len(parts))
+}
+
 func (m *markerLog) WriteMarker(_ context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 type fakeMarkers struct {
 	mu      sync.Mutex
 	next    map[fsm.TopicPartition]int64
+	start   map[fsm.TopicPartition]int64
 	fail    bool
 	written []string
 }
@@ -54,6 +55,19 @@ func (m *fakeMarkers) WriteMarker(_ context.Context, pid int64, epoch int16, com
 		m.written = append(m.written, tp.Topic+" "+kind)
 	}
 	return offs, nil
+}
+
+func (m *fakeMarkers) LogStarts(_ context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offs, codes := make([]int64, len(parts)), make([]int16, len(parts))
+	for i, tp := range parts {
+		if _, ok := m.next[tp]; !ok {
+			codes[i] = kerr.UnknownTopicOrPartition.Code
+		}
+		offs[i] = m.start[tp]
+	}
+	return offs, codes
 }
 
 func (m *fakeMarkers) WriteAdminMarker(_ context.Context, pid int64, epoch int16, commit bool, _ int32, _ int64, parts []fsm.TopicPartition) ([]int64, error) {
@@ -210,5 +224,44 @@ func TestExternalAdminMarkersNeedTheirLevel(t *testing.T) {
 	_, code := h.c.WriteMarkers(t.Context(), []fsm.TxnMarker{{ProducerID: 1, Partitions: []fsm.TopicPartition{{Topic: "x"}}}})
 	if code != kerr.UnsupportedVersion.Code || len(m.written) != 0 {
 		t.Fatalf("below the level: %d, markers %v", code, m.written)
+	}
+}
+
+// The leader's check forgets the aborted transactions of a partition
+// outside the FSM whose markers are below the partition's log start (Iggy's
+// retention removed them), and only those; below LevelPruneExtAborted it
+// keeps them.
+func TestExternalAbortedPrunedBelowTheLogStart(t *testing.T) {
+	for _, level := range []fsm.Level{fsm.LevelExtTxnMarkers, fsm.LatestLevel} {
+		h := newHarness(t, level)
+		tp := fsm.TopicPartition{Topic: "x", Partition: 0}
+		m := &fakeMarkers{next: map[fsm.TopicPartition]int64{tp: 0}, start: map[fsm.TopicPartition]int64{}}
+		h.c = New(Config{MaxTimeout: time.Minute, ExpiryCheck: time.Hour, IDExpiration: time.Hour, Markers: m,
+			Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now }}, h.raft, h.f)
+		ctx := t.Context()
+		pid, epoch, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1)
+		if code != 0 {
+			t.Fatal(code)
+		}
+		for range 3 { // aborted transactions of 2 records and a marker: markers at 2, 5, 8
+			h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp})
+			m.produce(tp, 2)
+			if code := h.c.EndTxn(ctx, "tx", pid, epoch, false); code != 0 {
+				t.Fatalf("abort: %d", code)
+			}
+		}
+		if got := h.f.ExtAbortedTxns(tp, 0, 9); len(got) != 3 {
+			t.Fatalf("aborted %+v, want 3", got)
+		}
+		m.start[tp] = 6 // retention removed offsets 0-5
+		h.c.expire(ctx)
+		got := h.f.ExtAbortedTxns(tp, 0, 9)
+		want := 1
+		if level < fsm.LevelPruneExtAborted {
+			want = 3
+		}
+		if len(got) != want || got[len(got)-1].LastOffset != 8 {
+			t.Fatalf("level %d: aborted after the check %+v, want the last %d", level, got, want)
+		}
 	}
 }

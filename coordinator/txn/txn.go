@@ -50,6 +50,9 @@ type Markers interface {
 	// the backend, and a code per partition (UNKNOWN_TOPIC_OR_PARTITION,
 	// or a retriable one when it cannot be read).
 	NextOffsets(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16)
+	// LogStarts returns each partition's log start offset, read from the
+	// backend, and a code per partition.
+	LogStarts(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16)
 	// WriteMarker appends a commit or abort marker of the producer to
 	// each partition and returns each marker's offset; after every batch
 	// of the transaction written there, and only while the transaction is
@@ -385,6 +388,44 @@ func (c *Coordinator) expire(ctx context.Context) {
 			return
 		}
 		c.complete(ctx, id)
+	}
+	c.pruneExternal(ctx)
+}
+
+// pruneExtPerCommand bounds the partitions of one PruneExtAborted entry.
+const pruneExtPerCommand = 500
+
+// pruneExternal forgets the aborted transactions of partitions outside the
+// FSM whose records the backend no longer holds (below the log start), so
+// that the lists do not grow without end; the embedded log prunes its own
+// when it trims. Checked with the expiry check.
+func (c *Coordinator) pruneExternal(ctx context.Context) {
+	if c.cfg.Markers == nil || c.fsm.FeatureLevel() < fsm.LevelPruneExtAborted {
+		return
+	}
+	oldest := c.fsm.ExtOldestAborted()
+	if len(oldest) == 0 {
+		return
+	}
+	parts := make([]fsm.TopicPartition, 0, len(oldest))
+	for tp := range oldest {
+		parts = append(parts, tp)
+	}
+	starts, codes := c.cfg.Markers.LogStarts(ctx, parts)
+	cmd := &fsm.PruneExtAborted{}
+	for i, tp := range parts {
+		if codes[i] == 0 && starts[i] > oldest[tp] {
+			cmd.Partitions = append(cmd.Partitions, tp)
+			cmd.Starts = append(cmd.Starts, starts[i])
+		}
+	}
+	for len(cmd.Partitions) > 0 && ctx.Err() == nil {
+		n := min(len(cmd.Partitions), pruneExtPerCommand)
+		part := &fsm.PruneExtAborted{Partitions: cmd.Partitions[:n], Starts: cmd.Starts[:n]}
+		cmd.Partitions, cmd.Starts = cmd.Partitions[n:], cmd.Starts[n:]
+		if _, code := c.propose(ctx, part); code != 0 {
+			return // again at the next check
+		}
 	}
 }
 

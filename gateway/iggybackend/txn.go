@@ -140,6 +140,18 @@ func (b *Backend) AbortedTransactions(topic string, partition int32, from, to in
 // NextOffsets reads each partition's next offset from Iggy (the
 // coordinator's bound below a transaction's first record there).
 func (b *Backend) NextOffsets(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	return b.freshBounds(ctx, parts, false)
+}
+
+// LogStarts reads each partition's log start offset from Iggy (below it,
+// the coordinator forgets aborted transactions).
+func (b *Backend) LogStarts(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	return b.freshBounds(ctx, parts, true)
+}
+
+// freshBounds re-reads the partitions' bounds from Iggy and returns each
+// one's next offset, or log start.
+func (b *Backend) freshBounds(ctx context.Context, parts []fsm.TopicPartition, start bool) ([]int64, []int16) {
 	offsets := make([]int64, len(parts))
 	codes := make([]int16, len(parts))
 	fresh := map[*topic]error{}
@@ -161,7 +173,11 @@ func (b *Backend) NextOffsets(ctx context.Context, parts []fsm.TopicPartition) (
 			codes[i] = gateway.ErrorCode(err)
 			continue
 		}
-		_, offsets[i], _ = p.bounds()
+		if start {
+			offsets[i], _, _ = p.bounds()
+		} else {
+			_, offsets[i], _ = p.bounds()
+		}
 	}
 	return offsets, codes
 }
