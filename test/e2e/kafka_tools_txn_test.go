@@ -51,7 +51,7 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader,
 	abortPID := []string{"--bootstrap-server", docBootstrap, "abort", "--topic", topic, "--partition", "0",
 		"--producer-id", "2", "--producer-epoch", "0", "--coordinator-epoch", "-1"}
 	if iggyMode() {
-		checkTransactionToolsIggy(ctx, t, k, c, leader, via, findHanging, abortAt0, noOpenAt0, list, describe, abortPID)
+		checkTransactionToolsIggy(ctx, t, k, c, via, findHanging, abortAt0, noOpenAt0, list, describe, abortPID)
 		return
 	}
 
@@ -79,6 +79,9 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, leader,
 		t.Fatalf("producer id %d epoch %d: %v", pid, epoch, err)
 	}
 
+	// The coordinator is the Raft leader now (the subtests before may have
+	// moved leadership).
+	leader = c.leader()
 	out := k.run(via, "kafka-transactions.sh", list...)
 	if !regexp.MustCompile(`(?m)^payments-1\s+` + strconv.Itoa(int(leader)) + `\s+` + strconv.FormatInt(pid, 10) + `\s+Ongoing\s*$`).MatchString(out) {
 		t.Fatalf("kafka-transactions list: want payments-1 Ongoing at coordinator %d:\n%s", leader, out)
@@ -205,7 +208,7 @@ func consumeAll(ctx context.Context, t *testing.T, c *kgateCluster, topic string
 // producer id and epoch closes the transaction left open in the partition
 // as on the embedded backend (the marker goes into Iggy, the FSM records
 // it), and read_committed moves past it.
-func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools, c *kgateCluster, leader int32, via string,
+func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools, c *kgateCluster, via string,
 	findHanging func(), abortAt0 []string, noOpenAt0 string, list, describe, abortPID []string) {
 	t.Helper()
 	const topic = "payments"
@@ -246,6 +249,9 @@ func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools,
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The coordinator is the Raft leader now (the subtests before may have
+	// moved leadership).
+	leader := c.leader()
 	out := k.run(via, "kafka-transactions.sh", list...)
 	if !regexp.MustCompile(`(?m)^payments-1\s+` + strconv.Itoa(int(leader)) + `\s+` + strconv.FormatInt(pid, 10) + `\s+Ongoing\s*$`).MatchString(out) {
 		t.Fatalf("kafka-transactions list: want payments-1 Ongoing at coordinator %d:\n%s", leader, out)
