@@ -33,6 +33,8 @@ const (
 	KindWriteTxnMarkers     Kind = 48 // transactions.go
 	KindAddExtTxnPartitions Kind = 49 // external_txns.go
 	KindCompleteTxn         Kind = 50 // external_txns.go
+	KindExtTxnMarkers       Kind = 51 // external_txns.go
+	KindPruneExtAborted     Kind = 52 // external_txns.go
 )
 
 // commands is every command kind this binary can decode and apply.
@@ -140,6 +142,10 @@ var commands = map[Kind]commandSpec{
 		(*FSM).applyAddExtTxnPartitions),
 	KindCompleteTxn: row("CompleteTxn", []Level{LevelExternalTxns}, v1(decodeCompleteTxn),
 		(*FSM).applyCompleteTxn),
+	KindExtTxnMarkers: row("ExtTxnMarkers", []Level{LevelExtTxnMarkers}, v1(decodeExtTxnMarkers),
+		(*FSM).applyExtTxnMarkers),
+	KindPruneExtAborted: row("PruneExtAborted", []Level{LevelPruneExtAborted}, v1(decodePruneExtAborted),
+		(*FSM).applyPruneExtAborted),
 }
 
 // baseline is the since of a kind every release has: version 1 from the

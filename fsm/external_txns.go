@@ -155,6 +155,124 @@ func (f *FSM) applyCompleteTxn(c *CompleteTxn) any {
 	return &TxnResult{}
 }
 
+// ExtTxnMarkers records an administrator's markers (WriteTxnMarkers,
+// kafka-transactions abort) that the coordinator wrote into external
+// partitions: Offsets[i] is the offset of the i-th marker partition, markers
+// in order and each marker's partitions in order. Only written markers are
+// listed (the coordinator answers the others' codes). Each closes its
+// producer's open transaction in the partition, if any, as Kafka's marker
+// does; the coordinator's transaction state is not touched.
+type ExtTxnMarkers struct {
+	Markers []TxnMarker
+	Offsets []int64
+}
+
+func (*ExtTxnMarkers) Kind() Kind { return KindExtTxnMarkers }
+func (c *ExtTxnMarkers) encode(e *enc) {
+	(&WriteTxnMarkers{Markers: c.Markers}).encode(e)
+	e.uvar(uint64(len(c.Offsets)))
+	for _, o := range c.Offsets {
+		e.i64(o)
+	}
+}
+
+func decodeExtTxnMarkers(d *dec) *ExtTxnMarkers {
+	c := &ExtTxnMarkers{Markers: decodeWriteTxnMarkers(d).Markers}
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Offsets = append(c.Offsets, d.i64())
+	}
+	return c
+}
+
+func (f *FSM) applyExtTxnMarkers(c *ExtTxnMarkers) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range c.Markers {
+		n += len(m.Partitions)
+	}
+	if n != len(c.Offsets) {
+		return &TxnResult{Code: ErrInvalidRequest}
+	}
+	i := 0
+	for _, m := range c.Markers {
+		for _, tp := range m.Partitions {
+			off := c.Offsets[i]
+			i++
+			if off < 0 {
+				continue
+			}
+			p := f.ext[tp]
+			if p == nil {
+				p = &extPartition{partTxns: newPartTxns()}
+				f.ext[tp] = p
+			}
+			p.end = max(p.end, off+1)
+			p.close(m.ProducerID, off, m.Commit)
+		}
+	}
+	return &TxnResult{Codes: make([]int16, n)}
+}
+
+// PruneExtAborted forgets, in each external partition, the aborted
+// transactions whose marker is below Starts[i], the log start the leader
+// read from the backend for Partitions[i] (Iggy's retention removed their
+// records: no read reaches them), as the embedded log prunes at TrimLog.
+type PruneExtAborted struct {
+	Partitions []TopicPartition
+	Starts     []int64
+}
+
+func (*PruneExtAborted) Kind() Kind { return KindPruneExtAborted }
+func (c *PruneExtAborted) encode(e *enc) {
+	encodeTopicPartitions(e, c.Partitions)
+	e.uvar(uint64(len(c.Starts)))
+	for _, o := range c.Starts {
+		e.i64(o)
+	}
+}
+
+func decodePruneExtAborted(d *dec) *PruneExtAborted {
+	c := &PruneExtAborted{Partitions: decodeTopicPartitions(d)}
+	n := d.count(8)
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Starts = append(c.Starts, d.i64())
+	}
+	return c
+}
+
+func (f *FSM) applyPruneExtAborted(c *PruneExtAborted) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(c.Starts) != len(c.Partitions) {
+		return &TxnResult{Code: ErrInvalidRequest}
+	}
+	for i, tp := range c.Partitions {
+		if p := f.ext[tp]; p != nil {
+			p.prune(c.Starts[i])
+		}
+	}
+	return &TxnResult{}
+}
+
+// ExtOldestAborted lists the external partitions that hold aborted
+// transactions, with the marker offset of the oldest: what PruneExtAborted
+// could forget once the log start passes it.
+func (f *FSM) ExtOldestAborted() map[TopicPartition]int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[TopicPartition]int64{}
+	for tp, p := range f.ext {
+		for _, a := range p.aborted {
+			if o, ok := out[tp]; !ok || a.LastOffset < o {
+				out[tp] = a.LastOffset
+			}
+		}
+	}
+	return out
+}
+
 // ExtLastStableOffset is an external partition's last stable offset given
 // its high watermark: the first offset of its oldest open transaction, or
 // hw when none is open.
@@ -187,6 +305,19 @@ func (f *FSM) TxnProducerEpoch(pid int64) (int16, bool) {
 		return 0, false
 	}
 	return f.txns[id].epoch, true
+}
+
+// TxnProducerState is a transactional producer id's current epoch and
+// the state of its transaction.
+func (f *FSM) TxnProducerState(pid int64) (int16, TxnState, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.txnByPID[pid]
+	if !ok {
+		return 0, TxnEmpty, false
+	}
+	t := f.txns[id]
+	return t.epoch, t.state, true
 }
 
 // encodeExtTxnsLocked writes the external partitions' section: by topic

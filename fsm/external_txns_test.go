@@ -171,3 +171,71 @@ func TestCompleteTxnWithADeletedPartition(t *testing.T) {
 		t.Fatalf("kept partition: aborted %+v", got)
 	}
 }
+
+// An administrator's marker recorded in an external partition
+// (ExtTxnMarkers) closes its producer's open transaction there, as an
+// abort with the marker's offset, moves the partition's end past it, and is
+// kept by a snapshot; it needs LevelExtTxnMarkers.
+func TestExtTxnMarkersCloseTheOpenTransaction(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelExternalTxns})
+	tp := TopicPartition{"x", 0}
+	marker := &ExtTxnMarkers{Markers: []TxnMarker{{ProducerID: 0, Epoch: 0, Partitions: []TopicPartition{tp}}}, Offsets: []int64{7}}
+	if _, err := h.f.Admit(Encode(marker)); err == nil {
+		t.Fatal("ExtTxnMarkers admitted below LevelExtTxnMarkers")
+	}
+	h.apply(&SetFeatureLevel{Level: LevelExtTxnMarkers})
+	a := h.init("a", -1, -1)
+	marker.Markers[0].ProducerID, marker.Markers[0].Epoch = a.ProducerID, a.Epoch
+	h.txn(&AddExtTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{tp}, Firsts: []int64{4}})
+	if r := h.txn(marker); r.Code != 0 || len(r.Codes) != 1 || r.Codes[0] != 0 {
+		t.Fatalf("markers: %+v", r)
+	}
+	check := func(f *FSM, when string) {
+		t.Helper()
+		if f.ExtOngoing(tp, a.ProducerID) || f.ExtLastStableOffset(tp, 9) != 9 {
+			t.Fatalf("%s: still open, or LSO %d", when, f.ExtLastStableOffset(tp, 9))
+		}
+		if got := f.ExtAbortedTxns(tp, 0, 9); len(got) != 1 || got[0] != (AbortedTxn{ProducerID: a.ProducerID, FirstOffset: 4, LastOffset: 7}) {
+			t.Fatalf("%s: aborted %+v", when, got)
+		}
+	}
+	check(h.f, "applied")
+	check(restoredCopy(t, h.f), "restored")
+	// The producer's next transaction there starts past the marker.
+	h.txn(&AddExtTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{tp}, Firsts: []int64{2}})
+	if lso := h.f.ExtLastStableOffset(tp, 9); lso != 8 {
+		t.Fatalf("LSO %d with a transaction opened after the marker, want 8", lso)
+	}
+}
+
+// PruneExtAborted forgets an external partition's aborted transactions
+// whose marker is below the given log start, keeps the others (also in a
+// snapshot), and needs LevelPruneExtAborted.
+func TestPruneExtAborted(t *testing.T) {
+	h := newTxnHarness(t)
+	h.apply(&SetFeatureLevel{Level: LevelExtTxnMarkers})
+	tp := TopicPartition{"x", 0}
+	prune := &PruneExtAborted{Partitions: []TopicPartition{tp, {"none", 0}}, Starts: []int64{6, 100}}
+	if _, err := h.f.Admit(Encode(prune)); err == nil {
+		t.Fatal("PruneExtAborted admitted below LevelPruneExtAborted")
+	}
+	h.apply(&SetFeatureLevel{Level: LevelPruneExtAborted})
+	a := h.init("a", -1, -1)
+	for _, m := range []int64{2, 5, 8} { // three aborted transactions, markers at 2, 5 and 8
+		h.txn(&AddExtTxnPartitions{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{tp}, Firsts: []int64{m - 2}})
+		h.txn(&EndTxn{TxnProducer: h.prod("a", a), Commit: false})
+		h.txn(&CompleteTxn{TxnProducer: h.prod("a", a), Partitions: []TopicPartition{tp}, Offsets: []int64{m}})
+	}
+	if got := h.f.ExtOldestAborted(); got[tp] != 2 || len(got) != 1 {
+		t.Fatalf("oldest aborted %v, want x/0 at 2", got)
+	}
+	if r := h.txn(prune); r.Code != 0 {
+		t.Fatalf("prune: %+v", r)
+	}
+	for _, f := range []*FSM{h.f, restoredCopy(t, h.f)} {
+		if got := f.ExtAbortedTxns(tp, 0, 100); len(got) != 1 || got[0].LastOffset != 8 || got[0].FirstOffset != 6 {
+			t.Fatalf("aborted after the prune %+v, want only 6..8", got)
+		}
+	}
+}

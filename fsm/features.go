@@ -56,10 +56,18 @@ const (
 	// (kind 50), the PrepareCommit and PrepareAbort states, and the
 	// snapshot section of those partitions' open and aborted transactions.
 	LevelExternalTxns Level = 9
+	// LevelExtTxnMarkers: ExtTxnMarkers (kind 51), an administrator's
+	// markers (kafka-transactions abort) written into partitions outside
+	// the FSM, with their offsets.
+	LevelExtTxnMarkers Level = 10
+	// LevelPruneExtAborted: PruneExtAborted (kind 52), which forgets the
+	// aborted transactions of partitions outside the FSM that ended below
+	// the partition's log start (Iggy's retention removed their records).
+	LevelPruneExtAborted Level = 11
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelExternalTxns
+	LatestLevel = LevelPruneExtAborted
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

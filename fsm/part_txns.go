@@ -47,6 +47,20 @@ func (pt *partTxns) close(producerID, marker int64, commit bool) {
 	}
 }
 
+// prune forgets the aborted transactions that ended (their marker) below
+// start, the partition's log start: no read can reach their records.
+func (pt *partTxns) prune(start int64) {
+	n := 0
+	for _, a := range pt.aborted {
+		if a.LastOffset >= start {
+			pt.aborted[n] = a
+			n++
+		}
+	}
+	clear(pt.aborted[n:])
+	pt.aborted = pt.aborted[:n]
+}
+
 // encode writes the open transactions by producer id, then the aborted
 // ones, as the snapshot sections of both kinds of partition hold them.
 func (pt *partTxns) encode(e *enc) {

@@ -652,14 +652,7 @@ func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
 func (p *Partition) pruneAborted(start int64) {
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
-	n := 0
-	for _, a := range p.aborted {
-		if a.LastOffset >= start {
-			p.aborted[n] = a
-			n++
-		}
-	}
-	p.aborted = p.aborted[:n]
+	p.prune(start)
 }
 
 // PendingTxnOffsets is the set of a group's partitions with offsets staged

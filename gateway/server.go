@@ -59,6 +59,10 @@ type Config struct {
 	// which stores transaction markers); without it a transactional
 	// producer is refused.
 	Transactions *txn.Coordinator
+	// MarkerRouter, when set, is the coordinator's txn.Markers (the Iggy
+	// backend): it writes markers through the partitions' leaders over
+	// this server's links to other nodes.
+	MarkerRouter *MarkerRouter
 	// Quotas keeps client quotas; nil uses the backend's if it has them,
 	// and without any the quota APIs are not offered.
 	Quotas QuotaStore
@@ -230,6 +234,9 @@ func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, txns: cfg.Transactions, quotas: cfg.Quotas,
 		throttle: throttler{window: cfg.QuotaWindow, now: time.Now}, conns: map[*conn]struct{}{}, metrics: newMetrics()}
 	s.txnBackend, _ = backend.(TransactionalBackend)
+	if cfg.MarkerRouter != nil {
+		cfg.MarkerRouter.srv.Store(s)
+	}
 	if r, ok := backend.(ProduceDataReleaser); ok && r.ReleasesProduceData() {
 		s.frames = new(framePool)
 	}

@@ -31,6 +31,11 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	if nowMs, admin, ok := coordinatorMarkerTime(r, req); ok {
+		if w, ok := s.backend.(MarkerWriter); ok {
+			return later(func() kmsg.Response { return s.coordinatorMarkers(ctx, w, req, nowMs, admin) })
+		}
+	}
 	a := s.access(r)
 	if !a.cluster(kmsg.ACLOperationAlter) && !a.cluster(kmsg.ACLOperationClusterAction) {
 		return now(writeTxnMarkersAnswer(req, resp, nil, kerr.ClusterAuthorizationFailed.Code))
@@ -48,7 +53,7 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, r *Request) Reply {
 		}
 		markers = append(markers, tm)
 	}
-	return later(func() kmsg.Response {
+	local := func() kmsg.Response {
 		codes, code := s.txns.WriteMarkers(ctx, markers)
 		switch code {
 		case 0, kerr.UnsupportedVersion.Code:
@@ -58,7 +63,14 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, r *Request) Reply {
 			code = kerr.NotLeaderForPartition.Code
 		}
 		return writeTxnMarkersAnswer(req, resp, codes, code)
-	})
+	}
+	if _, ok := s.backend.(MarkerWriter); ok {
+		// Iggy: the partition's leader is any node, the coordinator the
+		// Raft leader, which writes the markers through the partitions'
+		// leaders and records them.
+		return later(func() kmsg.Response { return s.viaLeader(ctx, r, local) })
+	}
+	return later(local)
 }
 
 // writeTxnMarkersAnswer fills resp with a code per partition, codes[i] for

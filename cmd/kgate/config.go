@@ -123,7 +123,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.GroupMaxRebalance, "group-max-rebalance-timeout", 5*time.Minute, "rebalance timeouts are clamped to this")
 	fs.DurationVar(&c.OffsetsRetention, "offsets-retention", 7*24*time.Hour, "keep committed offsets this long after a group becomes empty (KIP-211)")
 	fs.DurationVar(&c.MaxTxnTimeout, "max-transaction-timeout", 15*time.Minute, "largest transaction.timeout.ms a transactional producer may ask for (Kafka's transaction.max.timeout.ms)")
-	fs.DurationVar(&c.TxnAbortCheck, "transaction-abort-check-interval", 10*time.Second, "how often the leader aborts transactions older than their timeout, and removes expired transactional ids")
+	fs.DurationVar(&c.TxnAbortCheck, "transaction-abort-check-interval", 10*time.Second, "how often the leader aborts transactions older than their timeout, removes expired transactional ids, and (with --backend iggy) forgets aborted transactions below a partition's log start")
 	fs.DurationVar(&c.ProducerIDExpiry, "producer-id-expiration", 24*time.Hour, "an idempotent producer's state in a partition is dropped this long after its last append (Kafka's producer.id.expiration.ms)")
 	fs.DurationVar(&c.TxnIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "a transactional id with no ongoing transaction is removed this long after its last use (Kafka's transactional.id.expiration.ms)")
 	fs.IntVar(&c.MaxGroups, "max-groups", 1000, "consumer groups allowed")

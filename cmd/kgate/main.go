@@ -179,8 +179,11 @@ func serve(ctx context.Context, cfg *config) error {
 	// coordinator writes them into the Iggy partitions (txn.Markers).
 	txnCfg := txn.Config{MaxTimeout: cfg.MaxTxnTimeout, ExpiryCheck: cfg.TxnAbortCheck, IDExpiration: cfg.TxnIDExpiration,
 		MaxGroups: cfg.MaxGroups, Logger: log}
+	var markers *gateway.MarkerRouter
 	if ib, ok := backend.(*iggybackend.Backend); ok {
-		txnCfg.Markers = ib
+		// Through each partition's leader (gateway/txn_markers_route.go).
+		markers = gateway.NewMarkerRouter(ib)
+		txnCfg.Markers = markers
 	}
 	txns := txn.New(txnCfg, node, state)
 	perIPOverrides, err := resolveConnsPerIPOverrides(ctx, cfg.ConnsPerIPOverrides)
@@ -200,6 +203,7 @@ func serve(ctx context.Context, cfg *config) error {
 		DefaultPartitions:         int32(cfg.DefaultPartitions),
 		Groups:                    groups,
 		Transactions:              txns,
+		MarkerRouter:              markers,
 		Quotas:                    local, // replicated in the FSM with either backend
 		Credentials:               local,
 		ACLs:                      local,

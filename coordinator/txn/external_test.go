@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 type fakeMarkers struct {
 	mu      sync.Mutex
 	next    map[fsm.TopicPartition]int64
+	start   map[fsm.TopicPartition]int64
 	fail    bool
 	written []string
 }
@@ -51,6 +53,36 @@ func (m *fakeMarkers) WriteMarker(_ context.Context, pid int64, epoch int16, com
 			kind = "commit"
 		}
 		m.written = append(m.written, tp.Topic+" "+kind)
+	}
+	return offs, nil
+}
+
+func (m *fakeMarkers) LogStarts(_ context.Context, parts []fsm.TopicPartition) ([]int64, []int16) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offs, codes := make([]int64, len(parts)), make([]int16, len(parts))
+	for i, tp := range parts {
+		if _, ok := m.next[tp]; !ok {
+			codes[i] = kerr.UnknownTopicOrPartition.Code
+		}
+		offs[i] = m.start[tp]
+	}
+	return offs, codes
+}
+
+func (m *fakeMarkers) WriteAdminMarker(_ context.Context, pid int64, epoch int16, commit bool, _ int32, _ int64, parts []fsm.TopicPartition) ([]int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offs := make([]int64, len(parts))
+	for i, tp := range parts {
+		o, ok := m.next[tp]
+		if !ok {
+			offs[i] = -1
+			continue
+		}
+		offs[i] = o
+		m.next[tp]++
+		m.written = append(m.written, tp.Topic+" admin")
 	}
 	return offs, nil
 }
@@ -137,5 +169,99 @@ func TestExternalMarkersWrittenBeforeEndTxnAnswers(t *testing.T) {
 	}
 	if _, e, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1); code != 0 || e != epoch+2 {
 		t.Fatalf("init after the fencing abort: epoch %d, %d", e, code)
+	}
+}
+
+// An administrator's abort (WriteTxnMarkers: kafka-transactions abort) of
+// a transaction open in a partition outside the FSM: the marker is written,
+// then recorded, so the partition's transaction is closed and listed as
+// aborted, and the last stable offset moves past it; the coordinator's
+// transaction is not touched, as in Kafka. An older epoch than the
+// producer's gets INVALID_PRODUCER_EPOCH and writes nothing; an unknown
+// partition UNKNOWN_TOPIC_OR_PARTITION.
+func TestExternalAdminMarkers(t *testing.T) {
+	h, m := newExternalHarness(t)
+	ctx := t.Context()
+	tp := fsm.TopicPartition{Topic: "x", Partition: 0}
+	pid, epoch, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	if _, code := h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp}); code != 0 {
+		t.Fatal(code)
+	}
+	m.produce(tp, 2) // offsets 5, 6
+	codes, code := h.c.WriteMarkers(ctx, []fsm.TxnMarker{
+		{ProducerID: pid, Epoch: epoch, Partitions: []fsm.TopicPartition{tp, {Topic: "nope"}}},
+		{ProducerID: pid, Epoch: epoch - 1, Partitions: []fsm.TopicPartition{tp}},
+	})
+	if code != 0 || fmt.Sprint(codes) != fmt.Sprint([]int16{0, kerr.UnknownTopicOrPartition.Code, kerr.InvalidProducerEpoch.Code}) {
+		t.Fatalf("admin markers: %v %d", codes, code)
+	}
+	if len(m.written) != 1 {
+		t.Fatalf("markers written %v, want one", m.written)
+	}
+	if h.f.ExtOngoing(tp, pid) {
+		t.Fatal("the partition's transaction is still open")
+	}
+	if lso := h.f.ExtLastStableOffset(tp, 8); lso != 8 {
+		t.Fatalf("LSO %d, want 8", lso)
+	}
+	if got := h.f.ExtAbortedTxns(tp, 0, 8); len(got) != 1 || got[0].FirstOffset != 5 || got[0].LastOffset != 7 {
+		t.Fatalf("aborted %+v, want 5..7", got)
+	}
+	if v, _ := h.f.Transaction("tx"); v.State != fsm.TxnOngoing {
+		t.Fatalf("coordinator state %v, want Ongoing", v.State)
+	}
+}
+
+// Below LevelExtTxnMarkers an administrator's markers on Iggy are refused
+// (UNSUPPORTED_VERSION) and nothing is written.
+func TestExternalAdminMarkersNeedTheirLevel(t *testing.T) {
+	h := newHarness(t, fsm.LevelExternalTxns)
+	m := &fakeMarkers{next: map[fsm.TopicPartition]int64{{Topic: "x", Partition: 0}: 5}}
+	h.c = New(Config{MaxTimeout: time.Minute, ExpiryCheck: time.Hour, Markers: m, Logger: slog.New(slog.DiscardHandler)}, h.raft, h.f)
+	_, code := h.c.WriteMarkers(t.Context(), []fsm.TxnMarker{{ProducerID: 1, Partitions: []fsm.TopicPartition{{Topic: "x"}}}})
+	if code != kerr.UnsupportedVersion.Code || len(m.written) != 0 {
+		t.Fatalf("below the level: %d, markers %v", code, m.written)
+	}
+}
+
+// The leader's check forgets the aborted transactions of a partition
+// outside the FSM whose markers are below the partition's log start (Iggy's
+// retention removed them), and only those; below LevelPruneExtAborted it
+// keeps them.
+func TestExternalAbortedPrunedBelowTheLogStart(t *testing.T) {
+	for _, level := range []fsm.Level{fsm.LevelExtTxnMarkers, fsm.LatestLevel} {
+		h := newHarness(t, level)
+		tp := fsm.TopicPartition{Topic: "x", Partition: 0}
+		m := &fakeMarkers{next: map[fsm.TopicPartition]int64{tp: 0}, start: map[fsm.TopicPartition]int64{}}
+		h.c = New(Config{MaxTimeout: time.Minute, ExpiryCheck: time.Hour, IDExpiration: time.Hour, Markers: m,
+			Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now }}, h.raft, h.f)
+		ctx := t.Context()
+		pid, epoch, code := h.c.InitProducerID(ctx, "tx", 10_000, -1, -1)
+		if code != 0 {
+			t.Fatal(code)
+		}
+		for range 3 { // aborted transactions of 2 records and a marker: markers at 2, 5, 8
+			h.c.AddPartitions(ctx, "tx", pid, epoch, []fsm.TopicPartition{tp})
+			m.produce(tp, 2)
+			if code := h.c.EndTxn(ctx, "tx", pid, epoch, false); code != 0 {
+				t.Fatalf("abort: %d", code)
+			}
+		}
+		if got := h.f.ExtAbortedTxns(tp, 0, 9); len(got) != 3 {
+			t.Fatalf("aborted %+v, want 3", got)
+		}
+		m.start[tp] = 6 // retention removed offsets 0-5
+		h.c.expire(ctx)
+		got := h.f.ExtAbortedTxns(tp, 0, 9)
+		want := 1
+		if level < fsm.LevelPruneExtAborted {
+			want = 3
+		}
+		if len(got) != want || got[len(got)-1].LastOffset != 8 {
+			t.Fatalf("level %d: aborted after the check %+v, want the last %d", level, got, want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -49,9 +50,19 @@ type Markers interface {
 	// the backend, and a code per partition (UNKNOWN_TOPIC_OR_PARTITION,
 	// or a retriable one when it cannot be read).
 	NextOffsets(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16)
+	// LogStarts returns each partition's log start offset, read from the
+	// backend, and a code per partition.
+	LogStarts(ctx context.Context, parts []fsm.TopicPartition) ([]int64, []int16)
 	// WriteMarker appends a commit or abort marker of the producer to
-	// each partition and returns each marker's offset.
+	// each partition and returns each marker's offset; after every batch
+	// of the transaction written there, and only while the transaction is
+	// in PrepareCommit/PrepareAbort at that epoch (an error otherwise).
 	WriteMarker(ctx context.Context, producerID int64, epoch int16, commit bool, nowMs int64, parts []fsm.TopicPartition) ([]int64, error)
+	// WriteAdminMarker appends an administrator's marker (WriteTxnMarkers)
+	// to each partition, whatever the transaction's state, and returns each
+	// marker's offset: -1 for a partition that does not exist.
+	WriteAdminMarker(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64,
+		parts []fsm.TopicPartition) ([]int64, error)
 }
 
 // Raft is what the coordinator needs of the local Raft node.
@@ -67,6 +78,42 @@ type Coordinator struct {
 	log  *slog.Logger
 	raft Raft
 	fsm  *fsm.FSM
+
+	// completing holds a lock per transactional id whose markers are
+	// being written (complete): the producer's EndTxn, InitProducerId and
+	// the expiry check may each complete the same transaction, and a
+	// second writer that read the state before the first finished would
+	// write its markers after the producer's next transaction began.
+	completingMu sync.Mutex
+	completing   map[string]*idLock
+}
+
+// idLock is one transactional id's lock and the number of its holders and
+// waiters (dropped from the map at zero).
+type idLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockID takes id's completion lock and returns its release.
+func (c *Coordinator) lockID(id string) func() {
+	c.completingMu.Lock()
+	l := c.completing[id]
+	if l == nil {
+		l = &idLock{}
+		c.completing[id] = l
+	}
+	l.refs++
+	c.completingMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		c.completingMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(c.completing, id)
+		}
+		c.completingMu.Unlock()
+	}
 }
 
 // New makes a coordinator.
@@ -89,7 +136,7 @@ func New(cfg Config, raft Raft, state *fsm.FSM) *Coordinator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, raft: raft, fsm: state}
+	return &Coordinator{cfg: cfg, log: cfg.Logger, raft: raft, fsm: state, completing: map[string]*idLock{}}
 }
 
 // Status is the error a transaction request gets before any transaction
@@ -342,6 +389,44 @@ func (c *Coordinator) expire(ctx context.Context) {
 		}
 		c.complete(ctx, id)
 	}
+	c.pruneExternal(ctx)
+}
+
+// pruneExtPerCommand bounds the partitions of one PruneExtAborted entry.
+const pruneExtPerCommand = 500
+
+// pruneExternal forgets the aborted transactions of partitions outside the
+// FSM whose records the backend no longer holds (below the log start), so
+// that the lists do not grow without end; the embedded log prunes its own
+// when it trims. Checked with the expiry check.
+func (c *Coordinator) pruneExternal(ctx context.Context) {
+	if c.cfg.Markers == nil || c.fsm.FeatureLevel() < fsm.LevelPruneExtAborted {
+		return
+	}
+	oldest := c.fsm.ExtOldestAborted()
+	if len(oldest) == 0 {
+		return
+	}
+	parts := make([]fsm.TopicPartition, 0, len(oldest))
+	for tp := range oldest {
+		parts = append(parts, tp)
+	}
+	starts, codes := c.cfg.Markers.LogStarts(ctx, parts)
+	cmd := &fsm.PruneExtAborted{}
+	for i, tp := range parts {
+		if codes[i] == 0 && starts[i] > oldest[tp] {
+			cmd.Partitions = append(cmd.Partitions, tp)
+			cmd.Starts = append(cmd.Starts, starts[i])
+		}
+	}
+	for len(cmd.Partitions) > 0 && ctx.Err() == nil {
+		n := min(len(cmd.Partitions), pruneExtPerCommand)
+		part := &fsm.PruneExtAborted{Partitions: cmd.Partitions[:n], Starts: cmd.Starts[:n]}
+		cmd.Partitions, cmd.Starts = cmd.Partitions[n:], cmd.Starts[n:]
+		if _, code := c.propose(ctx, part); code != 0 {
+			return // again at the next check
+		}
+	}
 }
 
 // addExternal is AddPartitions over partitions outside the FSM: each
@@ -374,12 +459,16 @@ func (c *Coordinator) addExternal(ctx context.Context, id string, producerID int
 }
 
 // complete writes the markers of a transaction in PrepareCommit or
-// PrepareAbort and completes it. Markers written twice (a retry, a new
-// leader finishing a predecessor's work) are harmless: a marker for a
-// producer with no open transaction in the partition changes nothing for
-// readers. It answers NONE when the transaction is complete, or a
-// retriable code.
+// PrepareAbort and completes it, one completion of an id at a time. Markers
+// written twice (a retry after a failed write, a new leader finishing a
+// predecessor's work) are harmless while the transaction is still being
+// completed: a marker for a producer with no open transaction in the
+// partition changes nothing for readers. Once it is complete, no marker is
+// written for it any more (Markers answers an error): one could land
+// inside the producer's next transaction. It answers NONE when the
+// transaction is complete, or a retriable code.
 func (c *Coordinator) complete(ctx context.Context, id string) int16 {
+	defer c.lockID(id)()
 	v, ok := c.fsm.Transaction(id)
 	if !ok {
 		return kerr.TransactionalIDNotFound.Code
@@ -436,9 +525,69 @@ func (c *Coordinator) expireIDs(ctx context.Context, now, idExpiration int64, id
 // whole request (NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS off the
 // serving leader, UNSUPPORTED_VERSION below the feature level).
 func (c *Coordinator) WriteMarkers(ctx context.Context, markers []fsm.TxnMarker) ([]int16, int16) {
+	if c.cfg.Markers != nil {
+		return c.writeExtMarkers(ctx, markers)
+	}
 	r, code := c.propose(ctx, &fsm.WriteTxnMarkers{NowMs: c.nowMs(), Markers: markers})
 	if code != 0 {
 		return nil, code
 	}
 	return r.Codes, 0
+}
+
+// writeExtMarkers is WriteMarkers over partitions outside the FSM (the Iggy
+// backend): each marker is written into its partitions first (through
+// their leaders' queues), then one ExtTxnMarkers entry records the written
+// ones, closing their producers' open transactions there. The answers are
+// Kafka's: NONE when written (also with no transaction open there),
+// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for an epoch older
+// than the producer's current one (nothing written); a write that fails
+// gets a retriable code and is not recorded.
+func (c *Coordinator) writeExtMarkers(ctx context.Context, markers []fsm.TxnMarker) ([]int16, int16) {
+	if code := c.Status(); code != 0 {
+		return nil, code
+	}
+	if c.fsm.FeatureLevel() < fsm.LevelExtTxnMarkers {
+		return nil, kerr.UnsupportedVersion.Code
+	}
+	now := c.nowMs()
+	var codes []int16
+	var written []fsm.TxnMarker
+	var offsets []int64
+	for _, m := range markers {
+		fill := func(code int16) {
+			for range m.Partitions {
+				codes = append(codes, code)
+			}
+		}
+		if e, _, ok := c.fsm.TxnProducerState(m.ProducerID); ok && m.Epoch < e {
+			fill(kerr.InvalidProducerEpoch.Code)
+			continue
+		}
+		offs, err := c.cfg.Markers.WriteAdminMarker(ctx, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch, now, m.Partitions)
+		if err != nil {
+			c.log.Warn("cannot write an administrator's transaction markers", "producer_id", m.ProducerID, "err", err)
+			fill(kerr.KafkaStorageError.Code)
+			continue
+		}
+		w := fsm.TxnMarker{ProducerID: m.ProducerID, Epoch: m.Epoch, Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+		for i, tp := range m.Partitions {
+			if offs[i] < 0 {
+				codes = append(codes, kerr.UnknownTopicOrPartition.Code)
+				continue
+			}
+			codes = append(codes, 0)
+			w.Partitions = append(w.Partitions, tp)
+			offsets = append(offsets, offs[i])
+		}
+		if len(w.Partitions) > 0 {
+			written = append(written, w)
+		}
+	}
+	if len(written) > 0 {
+		if _, code := c.propose(ctx, &fsm.ExtTxnMarkers{Markers: written, Offsets: offsets}); code != 0 {
+			return nil, code
+		}
+	}
+	return codes, 0
 }

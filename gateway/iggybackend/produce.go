@@ -33,6 +33,7 @@ type sendItem struct {
 	res       gateway.ProduceResult
 	dup       bool  // a retry of a batch written before
 	control   bool  // a transaction marker the coordinator writes, whoever leads the partition
+	txn       bool  // a transactional batch, checked again right before its send (recheckTxn)
 	dupOffset int64 // its first offset
 	done      chan struct{}
 }
@@ -66,6 +67,7 @@ func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) f
 				it.finish(err)
 				continue
 			}
+			it.txn = true
 		}
 		msgs, err := EncodeBatch(recs, hdr, b.ids.forBatch(pb))
 		if err != nil {
@@ -189,6 +191,12 @@ func (p *partition) send(round []*sendItem) {
 	var msgs []iggy.Message
 	var parts [][]iggy.Message // each new batch's messages
 	for _, it := range round {
+		if it.txn {
+			if err := b.recheckTxn(it.batch); err != nil {
+				it.finish(err)
+				continue
+			}
+		}
 		if it.batch.ProducerID >= 0 {
 			off, dup, rollback, err := p.checkSequence(ctx, it.batch)
 			if err != nil {

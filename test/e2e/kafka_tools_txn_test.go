@@ -51,26 +51,7 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, followe
 	abortPID := []string{"--bootstrap-server", docBootstrap, "abort", "--topic", topic, "--partition", "0",
 		"--producer-id", "2", "--producer-epoch", "0", "--coordinator-epoch", "-1"}
 	if iggyMode() {
-		findHanging()
-		if out, err := k.exec(via, "kafka-transactions.sh", abortAt0...); err == nil || !strings.Contains(out, noOpenAt0) {
-			t.Fatalf("abort with Iggy: exit %v, want %q:\n%s", err, noOpenAt0, out)
-		}
-		// The coordinator runs (list answers, with no transaction yet;
-		// describe of an unknown id fails), but markers cannot be written
-		// by hand into Iggy partitions: abort fails.
-		if out, err := k.exec(via, "kafka-transactions.sh", list...); err != nil || strings.Contains(out, "payments-1") {
-			t.Fatalf("kafka-transactions list with Iggy: %v\n%s", err, out)
-		}
-		for _, args := range [][]string{describe, abortPID} {
-			if out, err := k.exec(via, "kafka-transactions.sh", args...); err == nil {
-				t.Fatalf("kafka-transactions %s with Iggy succeeded:\n%s", strings.Join(args[2:], " "), out)
-			}
-		}
-		out := k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap,
-			"describe-producers", "--topic", "payments", "--partition", "0")
-		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
-			t.Fatalf("describe-producers with Iggy: want no producer:\n%s", out)
-		}
+		checkTransactionToolsIggy(ctx, t, k, c, via, findHanging, abortAt0, noOpenAt0, list, describe, abortPID)
 		return
 	}
 
@@ -216,4 +197,91 @@ func consumeAll(ctx context.Context, t *testing.T, c *kgateCluster, topic string
 			return out
 		}
 	}
+}
+
+// checkTransactionToolsIggy is checkTransactionTools with --backend iggy:
+// DescribeProducers lists no producers there, so find-hanging finds
+// nothing and abort by start offset finds no transaction; abort by
+// producer id and epoch closes the transaction left open in the partition
+// as on the embedded backend (the marker goes into Iggy, the FSM records
+// it), and read_committed moves past it.
+func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools, c *kgateCluster, via string,
+	findHanging func(), abortAt0 []string, noOpenAt0 string, list, describe, abortPID []string) {
+	t.Helper()
+	const topic = "payments"
+	findHanging()
+	if out, err := k.exec(via, "kafka-transactions.sh", abortAt0...); err == nil || !strings.Contains(out, noOpenAt0) {
+		t.Fatalf("abort by start offset with Iggy: exit %v, want %q:\n%s", err, noOpenAt0, out)
+	}
+	if out, err := k.exec(via, "kafka-transactions.sh", list...); err != nil || strings.Contains(out, "payments-1") {
+		t.Fatalf("kafka-transactions list with Iggy: %v\n%s", err, out)
+	}
+	if out, err := k.exec(via, "kafka-transactions.sh", describe...); err == nil {
+		t.Fatalf("kafka-transactions describe of an unknown id with Iggy succeeded:\n%s", out)
+	}
+	_, adm := c.adminClient()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.TransactionalID("payments-1"),
+		kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	txn := func(v string, end bool) {
+		t.Helper()
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := prod.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+		if end {
+			if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatalf("commit %s: %v", v, err)
+			}
+		}
+	}
+	// A transaction left open, as by a producer that died.
+	txn("aborted-by-tool", false)
+	pid, _, err := prod.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, leaders := leaderAround(c, func() string { return k.run(via, "kafka-transactions.sh", list...) })
+	if !regexp.MustCompile(`(?m)^payments-1\s+` + leaders + `\s+` + strconv.FormatInt(pid, 10) + `\s+Ongoing\s*$`).MatchString(out) {
+		t.Fatalf("kafka-transactions list: want payments-1 Ongoing at coordinator %s:\n%s", leaders, out)
+	}
+	if end := committedEnd(ctx, t, adm, topic); end != 0 {
+		t.Fatalf("read_committed end offset %d with the transaction open, want 0", end)
+	}
+	k.exact = map[string]string{"2": strconv.FormatInt(pid, 10)}
+	k.run(via, "kafka-transactions.sh", abortPID...)
+	k.exact = nil
+	if end := committedEnd(ctx, t, adm, topic); end != 2 {
+		t.Fatalf("read_committed end offset %d after the abort, want 2 (the record and the marker)", end)
+	}
+	// The coordinator still has the transaction: its commit completes it
+	// (the aborted record stays aborted); the next one commits a record.
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the tool's abort: %v", err)
+	}
+	txn("committed", true)
+	plain, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.ProduceSync(ctx, kgo.StringRecord("end")).FirstErr(); err != nil {
+		t.Fatalf("produce the end record: %v", err)
+	}
+	if got := consumeAll(ctx, t, c, topic, kgo.ReadCommitted()); strings.Join(got, ",") != "committed" {
+		t.Fatalf("read_committed sees %q, want only the committed record", got)
+	}
+	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); strings.Join(got, ",") != "aborted-by-tool,committed" {
+		t.Fatalf("read_uncommitted sees %q, want both records", got)
+	}
+	out = k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
+		t.Fatalf("describe-producers with Iggy: want no producer:\n%s", out)
+	}
+	findHanging()
 }

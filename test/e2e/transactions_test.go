@@ -362,6 +362,13 @@ func TestTransactionsDoc(t *testing.T) {
 // fenced by a second one with the same id. A read_committed consumer reads
 // exactly the committed records. The same with --backend iggy (the Iggy
 // tier), where records and markers are Iggy messages.
+//
+// The readers start once the partition's last stable offset has reached its
+// high watermark (TxnMain waits, bounded): commitTransaction() returning
+// does not mean every node shows the commit, in Kafka (EndTxn is answered
+// before the markers are written) or in kgate on Iggy (the node leading
+// the partition applies CompleteTxn up to one Raft commit round after the
+// coordinator; "lso_behind" in the result counts the reads that saw that).
 func TestJavaTransactions(t *testing.T) {
 	_, jar := javaJar(t)
 	srv := startKgate(t)

@@ -9,13 +9,16 @@ import java.util.Map;
 import java.util.Properties;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -34,6 +37,15 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * with the same transactional.id fences A (A's commit must fail) and
  * commits "committed-2". Prints one JSON line with what a read_committed
  * and a read_uncommitted consumer read and how A's commit failed.
+ *
+ * As in Kafka, commitTransaction() may return before every broker shows the
+ * commit: Kafka's coordinator answers EndTxn once PrepareCommit is in its
+ * log and writes the markers after; kgate answers once the markers are in,
+ * but a node that leads the partition may apply the completion a moment
+ * after the coordinator. So the readers start once the partition's last
+ * stable offset has reached its high watermark (waiting at most 30 s);
+ * "lso_behind" counts the reads that found it short, "lso_short" is the
+ * first such read (last stable offset/high watermark).
  */
 public final class TxnMain {
     public static void main(String[] args) {
@@ -100,8 +112,39 @@ public final class TxnMain {
             b.send(rec(topic, "committed-2"));
             b.commitTransaction();
         }
+        awaitStable(bootstrap, new TopicPartition(topic, 0), result);
         result.put("read_committed", read(bootstrap, topic, "read_committed"));
         result.put("read_uncommitted", read(bootstrap, topic, "read_uncommitted"));
+    }
+
+    // awaitStable waits until the partition has no undecided record (its
+    // last stable offset equals its high watermark, as nothing is left open)
+    // and puts in the result how many reads found the last stable offset
+    // behind, and the first of them.
+    static void awaitStable(String bootstrap, TopicPartition tp, Map<String, Object> result) throws Exception {
+        Properties ap = new Properties();
+        ap.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            long deadline = System.currentTimeMillis() + 30_000;
+            for (int behind = 0; ; behind++) {
+                long lso = admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                        new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).partitionResult(tp).get().offset();
+                long hw = admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                        new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).partitionResult(tp).get().offset();
+                if (lso == hw) {
+                    result.put("lso_behind", behind);
+                    return;
+                }
+                if (behind == 0) {
+                    result.put("lso_short", lso + "/" + hw);
+                }
+                if (lso > hw || System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("last stable offset " + lso + ", high watermark " + hw
+                            + " after " + behind + " reads");
+                }
+                Thread.sleep(20);
+            }
+        }
     }
 
     // read returns every value up to the end offset at the isolation level
