@@ -18,6 +18,9 @@ var (
 	faultsFlag = flag.Int("faults", 0, "faults to apply; 0 is the short run of make test (each kind once, short holds)")
 	kindsFlag  = flag.String("kinds", "", "comma-separated fault kinds to apply (default: all)")
 	nodesFlag  = flag.Int("nodes", 3, "cluster size: 3 or 5")
+	// One client per group member: franz-go (in this process), java or
+	// librdkafka (test/clients programs, each in a process of its own).
+	clientsFlag = flag.String("clients", "", "the group members' clients, comma-separated, one a member: franz-go, java, librdkafka (default: three franz-go)")
 )
 
 // Fault kinds.
@@ -116,10 +119,18 @@ func TestChaos(t *testing.T) {
 	if *nodesFlag != 3 && *nodesFlag != 5 {
 		t.Fatalf("-nodes %d: want 3 or 5", *nodesFlag)
 	}
+	clients, err := parseClients(*clientsFlag)
+	if err != nil {
+		t.Fatalf("-clients: %v", err)
+	}
+	t.Logf("group members' clients: %v", clients)
 	c := startCluster(t, *nodesFlag)
-	w := newWorkload(t, c.kafkaAddrs(), c.dir)
+	w := newWorkload(t, c.kafkaAddrs(), c.dir, clients)
 	w.start()
-	if err := pollUntil(recoveryLimit, func() error { return w.progressed(time.Time{}) }); err != nil {
+	// From the Unix epoch, not the zero time: the zero time's UnixNano
+	// overflows to a negative number, which every reader had passed before
+	// reading anything, and the first fault hit a group still forming.
+	if err := pollUntil(recoveryLimit, func() error { return w.progressed(time.Unix(0, 0)) }); err != nil {
 		t.Fatalf("workload never got going: %v", err)
 	}
 
@@ -352,7 +363,7 @@ faults:
 		t.Errorf("group not drained: %v", drained)
 	}
 	if err := w.converged(recoveryLimit); err != nil {
-		t.Errorf("group did not converge to all %d members: %v", consumers, err)
+		t.Errorf("group did not converge to all %d members: %v", len(clients), err)
 	}
 	final, finalErr := w.finalRead(2 * time.Minute)
 	if finalErr != nil {
