@@ -374,12 +374,20 @@ faults:
 	w.readWG.Wait()
 
 	anomalies := w.h.Check(finalErr == nil, drained == nil)
-	for i, a := range anomalies {
-		if i == 20 {
-			t.Errorf("... and %d more anomalies", len(anomalies)-20)
-			break
+	failed := 0
+	for _, a := range anomalies {
+		if a.Kind == ClientCommitBack {
+			// The client's doing, which Kafka accepts too: reported.
+			t.Logf("anomaly %s", a)
+			continue
+		}
+		if failed++; failed > 20 {
+			continue
 		}
 		t.Errorf("anomaly %s", a)
+	}
+	if failed > 20 {
+		t.Errorf("... and %d more anomalies", failed-20)
 	}
 	// A graceful leave hands leadership over first: no member may lose
 	// its partitions to it. The one loss franz-go brings on itself is

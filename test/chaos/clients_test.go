@@ -79,7 +79,11 @@ func programArgv(kind string) ([]string, error) {
 type programEvent struct {
 	Event      string  `json:"event"`
 	Partitions []int32 `json:"partitions"`
-	Records    []struct {
+	Offsets    []struct {
+		P int32 `json:"p"`
+		O int64 `json:"o"`
+	} `json:"offsets"` // committed
+	Records []struct {
 		P int32  `json:"p"`
 		O int64  `json:"o"`
 		V string `json:"v"`
@@ -209,6 +213,11 @@ func (w *workload) consumeProgram(i int, kind string, argv []string) {
 				whyMu.Lock()
 				lastErrEvent = fmt.Sprintf("%s %s (code %d): %s", e.Where, e.Name, e.Code, e.Message)
 				whyMu.Unlock()
+			case "committed":
+				now := time.Now()
+				for _, o := range e.Offsets {
+					w.h.AddClientCommit(ClientCommit{Member: name, Partition: o.P, Offset: o.O, At: now})
+				}
 			case "closing":
 			default:
 				if e.OK != nil {

@@ -16,6 +16,8 @@ earliest offset when the group has no commit), commits automatically every
    "t": timestamp (ms)}, ...]}
   {"event": "error", "where": "error_cb" | "consume" | "commit", "code": n,
    "name": "...", "retriable": bool, "fatal": bool, "message": "..."}
+  {"event": "committed", "offsets": [{"p": partition, "o": offset}, ...]}
+                              the coordinator acknowledged a commit of these
   {"event": "closing"}        stdin reached EOF; the consumer closes now
   {"ok": true} or {"ok": false, "error": "..."}   last line
 
@@ -78,9 +80,16 @@ def group_consume(bootstrap, topic, group, client_id, opts):
         if err is not None:
             emit(error_event("commit", err))
             return
+        done = []
         for tp in offsets or []:
             if tp.error is not None:
                 emit(error_event("commit", tp.error, "partition %d: %s" % (tp.partition, tp.error)))
+            elif tp.offset >= 0:
+                done.append({"p": tp.partition, "o": tp.offset})
+        # What the client committed, in the order the coordinator
+        # acknowledged it: a retried commit carries its old offsets.
+        if done:
+            emit({"event": "committed", "offsets": done})
 
     conf = {
         "bootstrap.servers": bootstrap,
