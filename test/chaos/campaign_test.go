@@ -407,6 +407,11 @@ faults:
 			continue
 		case churn:
 		default:
+			// A kill, pause or crash: counted in the table; which member
+			// and why is logged.
+			for _, why := range w.lostWhy[int64(i)] {
+				t.Logf("fault %d (%s, node %d, the leader: %v): a group member lost its partitions: %s", i, f.kind, f.target, f.wasLeader, why)
+			}
 			continue
 		}
 		for _, why := range w.lostWhy[int64(i)] {

@@ -165,7 +165,8 @@ func (w *workload) consumeProgram(i int, kind string, argv []string) {
 			line := sc.Text()
 			fmt.Fprintln(errLog, line)
 			if l := strings.ToLower(line); strings.Contains(l, "fail") || strings.Contains(l, "error") ||
-				strings.Contains(l, "could not be established") || strings.Contains(l, "disconnect") {
+				strings.Contains(l, "timed out") || strings.Contains(l, "could not be established") ||
+				strings.Contains(l, "disconnect") {
 				whyMu.Lock()
 				lastLogErr = line
 				whyMu.Unlock()
