@@ -85,19 +85,23 @@ failover-bench: build
 # The fault campaign (test/chaos, docs/chaos.md): CHAOS_NODES (3 or 5) nodes
 # under load, CHAOS_FAULTS kills, pauses and partitions from the seed
 # CHAOS_SEED (0: a new one, printed), optionally only the kinds in CHAOS_KINDS
-# (comma-separated), then the history checker. chaos-short (in make test)
-# applies each kind once to three nodes, then once to five, and checks that
-# clients of a cut-off leader go on through the others (TestCutOffLeaderClients).
-CHAOS_FAULTS ?= 100
-CHAOS_SEED   ?= 0
-CHAOS_KINDS  ?=
-CHAOS_NODES  ?= 3
+# (comma-separated), then the history checker. CHAOS_CLIENTS names the group
+# members' clients, one a member (franz-go, java, librdkafka; empty: three
+# franz-go; java and librdkafka need ./scripts/install-test-deps.sh).
+# chaos-short (in make test) applies each kind once to three nodes, then
+# once to five, and checks that clients of a cut-off leader go on through
+# the others (TestCutOffLeaderClients).
+CHAOS_FAULTS  ?= 100
+CHAOS_SEED    ?= 0
+CHAOS_KINDS   ?=
+CHAOS_NODES   ?= 3
+CHAOS_CLIENTS ?=
 chaos: build
-	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES)
+	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES) -clients '$(CHAOS_CLIENTS)'
 
 chaos-short: build
-	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$' ./test/chaos/ -v -seed $(CHAOS_SEED)
-	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -clients '$(CHAOS_CLIENTS)'
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5 -clients '$(CHAOS_CLIENTS)'
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

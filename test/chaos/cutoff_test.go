@@ -26,8 +26,12 @@ func TestCutOffLeaderClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clients, err := parseClients(*clientsFlag)
+	if err != nil {
+		t.Fatalf("-clients: %v", err)
+	}
 	// Bootstrapped to the leader: every client's connections are there.
-	w := newWorkload(t, []string{c.node(leader).kafka}, c.dir)
+	w := newWorkload(t, []string{c.node(leader).kafka}, c.dir, clients)
 	began := time.Now()
 	w.start()
 	if err := pollUntil(recoveryLimit, func() error { return w.progressed(began) }); err != nil {

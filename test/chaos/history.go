@@ -18,7 +18,11 @@ type History struct {
 	Produces []Produce
 	Reads    []Read
 	Commits  []CommitSample
-	Final    []Read // the final full read of every partition from its start
+	// Acked are the commits group members report the coordinator
+	// acknowledged, in the order each member got the acknowledgements (a
+	// member that reports none has none here).
+	Acked []ClientCommit
+	Final []Read // the final full read of every partition from its start
 }
 
 // Produce is one record a producer sent. Value is "p<producer>-<seq>",
@@ -52,6 +56,21 @@ type CommitSample struct {
 	Partition int32
 	Offset    int64
 	At        time.Time
+}
+
+// ClientCommit is an offset a group member committed, as the member
+// reports it once the coordinator acknowledged it.
+type ClientCommit struct {
+	Member    string
+	Partition int32
+	Offset    int64
+	At        time.Time
+}
+
+func (h *History) AddClientCommit(c ClientCommit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Acked = append(h.Acked, c)
 }
 
 func (h *History) AddProduce(p Produce) {
@@ -88,14 +107,21 @@ func (a Anomaly) String() string { return a.Kind + ": " + a.Detail }
 
 // Anomaly kinds.
 const (
-	Lost        = "lost"         // acknowledged, absent from the final read at its offset
-	Conflict    = "conflict"     // two values at one partition offset
-	Duplicate   = "duplicate"    // one value at two partition offsets
-	Reordered   = "reordered"    // a producer's acknowledged records out of its send order in a partition
-	ReadOrder   = "read-order"   // a reader's offsets of a partition not increasing
-	CommitBack  = "commit-back"  // a committed group offset moved backwards
-	NotConsumed = "not-consumed" // an acknowledged record no group member ever read
-	Phantom     = "phantom"      // a record read that no producer sent
+	Lost       = "lost"        // acknowledged, absent from the final read at its offset
+	Conflict   = "conflict"    // two values at one partition offset
+	Duplicate  = "duplicate"   // one value at two partition offsets
+	Reordered  = "reordered"   // a producer's acknowledged records out of its send order in a partition
+	ReadOrder  = "read-order"  // a reader's offsets of a partition not increasing
+	CommitBack = "commit-back" // a committed group offset moved backwards
+	// ClientCommitBack is a committed offset that moved backwards because
+	// a member itself committed the lower offset after its commit of the
+	// higher one was acknowledged (librdkafka retries a failed commit with
+	// its old offsets, after a newer one): the cluster applied the commits
+	// in the order it acknowledged them, as Kafka does. Reported, not the
+	// cluster's fault.
+	ClientCommitBack = "client-commit-back"
+	NotConsumed      = "not-consumed" // an acknowledged record no group member ever read
+	Phantom          = "phantom"      // a record read that no producer sent
 )
 
 // Check judges the history and returns every anomaly (none for a correct
@@ -206,11 +232,31 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 		lastRead[k] = r.Offset
 	}
 
-	// Committed offsets never move backwards.
+	// Committed offsets never move backwards, unless a member's own
+	// acknowledged commits did: its commit of the higher offset (or more)
+	// acknowledged, then one of the lower offset.
+	clientBack := func(p int32, hi, lo int64) string {
+		seenHi := map[string]bool{}
+		for _, a := range h.Acked {
+			if a.Partition != p {
+				continue
+			}
+			if a.Offset >= hi {
+				seenHi[a.Member] = true
+			} else if a.Offset == lo && seenHi[a.Member] {
+				return a.Member
+			}
+		}
+		return ""
+	}
 	lastCommit := map[int32]CommitSample{}
 	for _, c := range h.Commits {
 		if l, ok := lastCommit[c.Partition]; ok && c.Offset < l.Offset {
-			add(CommitBack, "partition %d committed %d at %s, then %d at %s", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"))
+			if m := clientBack(c.Partition, l.Offset, c.Offset); m != "" {
+				add(ClientCommitBack, "partition %d committed %d at %s, then %d at %s: %s's commit of %d was acknowledged after its commit of %d or more", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"), m, c.Offset, l.Offset)
+			} else {
+				add(CommitBack, "partition %d committed %d at %s, then %d at %s", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"))
+			}
 		}
 		lastCommit[c.Partition] = c
 	}

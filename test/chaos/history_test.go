@@ -81,6 +81,16 @@ func TestCheckerFindsFaults(t *testing.T) {
 		{"a committed offset moving back", func(h *History) {
 			h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1002, 0)})
 		}, CommitBack},
+		{"a committed offset moving back while the member's acknowledged commits went forward", func(h *History) {
+			h.AddClientCommit(ClientCommit{Member: "c0", Partition: 0, Offset: 2})
+			h.AddClientCommit(ClientCommit{Member: "c0", Partition: 0, Offset: 3})
+			h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1002, 0)})
+		}, CommitBack},
+		{"a committed offset moving back after another member's acknowledged commit went back", func(h *History) {
+			h.AddClientCommit(ClientCommit{Member: "c0", Partition: 0, Offset: 3})
+			h.AddClientCommit(ClientCommit{Member: "c1", Partition: 0, Offset: 2})
+			h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1002, 0)})
+		}, CommitBack},
 		{"a record the group never consumed", func(h *History) {
 			var keep []Read
 			for _, r := range h.Reads {
@@ -103,5 +113,20 @@ func TestCheckerFindsFaults(t *testing.T) {
 				t.Fatalf("no %s anomaly reported; got %v", tc.want, h.Check(true, true))
 			}
 		})
+	}
+}
+
+// TestCheckerTellsAClientsOwnCommitBack: a committed offset that went back
+// because the member's own commit of the lower offset was acknowledged
+// after its commit of the higher one (librdkafka's retried commit) is
+// reported as the client's, not the cluster's.
+func TestCheckerTellsAClientsOwnCommitBack(t *testing.T) {
+	h := goodHistory()
+	h.AddClientCommit(ClientCommit{Member: "c2", Partition: 0, Offset: 3})
+	h.AddClientCommit(ClientCommit{Member: "c2", Partition: 0, Offset: 2})
+	h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1002, 0)})
+	got := Summary(h.Check(true, true))
+	if got[ClientCommitBack] != 1 || got[CommitBack] != 0 {
+		t.Fatalf("got %v, want one %s and no %s: %v", got, ClientCommitBack, CommitBack, h.Check(true, true))
 	}
 }

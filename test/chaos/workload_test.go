@@ -21,7 +21,6 @@ const (
 	group      = "chaos-group"
 	partitions = 3
 	producers  = 2
-	consumers  = 3
 	// produceEvery paces each producer (about 100 records a second each):
 	// load enough to see every fault, little enough for a 2-core machine.
 	produceEvery = 10 * time.Millisecond
@@ -45,20 +44,22 @@ type workload struct {
 	// were sent): the newest record each producer had acknowledged and each
 	// reader read, so that an answer already on its way when a fault hit
 	// does not count as moving on after it.
-	lastAck  [producers]atomic.Int64     // unix nanos
-	lastRead [consumers + 1]atomic.Int64 // group members, then the assign() reader
-	lost     atomic.Int64                // partitions lost by group members (OnPartitionsLost)
-	faultNow atomic.Int64                // index of the fault in progress, for lostBy
+	lastAck  [producers]atomic.Int64 // unix nanos
+	lastRead []atomic.Int64          // group members, then the assign() reader
+	clients  []string                // each group member's client (parseClients)
+	lost     atomic.Int64            // partitions lost by group members (OnPartitionsLost)
+	faultNow atomic.Int64            // index of the fault in progress, for lostBy
 	mu       sync.Mutex
 	lostBy   map[int64]int      // fault index -> members that lost partitions during it
 	lostWhy  map[int64][]string // fault index -> the group error franz-go logged last before each loss
 	members  []*kgo.Client
 }
 
-func newWorkload(t *testing.T, seeds []string, logDir string) *workload {
+func newWorkload(t *testing.T, seeds []string, logDir string, clients []string) *workload {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &workload{t: t, h: &History{}, seeds: seeds, logDir: logDir, ctx: ctx, cancel: cancel,
-		stopP: make(chan struct{}), lostBy: map[int64]int{}, lostWhy: map[int64][]string{}}
+		stopP: make(chan struct{}), lostBy: map[int64]int{}, lostWhy: map[int64][]string{},
+		clients: clients, lastRead: make([]atomic.Int64, len(clients)+1)}
 	w.faultNow.Store(-1)
 	t.Cleanup(func() {
 		w.cancel()
@@ -102,14 +103,31 @@ func (w *workload) createTopic() {
 }
 
 func (w *workload) start() {
+	// A member's program that cannot run here fails the campaign before
+	// any load: a missing client is not a passing run.
+	argv := map[string][]string{}
+	for _, k := range w.clients {
+		if k == franzGo || argv[k] != nil {
+			continue
+		}
+		a, err := programArgv(k)
+		if err != nil {
+			w.t.Fatalf("group member client %s: %v", k, err)
+		}
+		argv[k] = a
+	}
 	w.createTopic()
 	for i := range producers {
 		w.prodWG.Add(1)
 		go w.produce(i)
 	}
-	for i := range consumers {
+	for i, k := range w.clients {
 		w.readWG.Add(1)
-		go w.consumeGroup(i)
+		if k == franzGo {
+			go w.consumeGroup(i)
+		} else {
+			go w.consumeProgram(i, k, argv[k])
+		}
 	}
 	w.readWG.Add(2)
 	go w.readAssigned()
@@ -268,7 +286,7 @@ func (w *workload) readAssigned() {
 		fs := cl.PollRecords(w.ctx, 1000)
 		fs.EachRecord(func(r *kgo.Record) {
 			w.h.AddRead(Read{Reader: "assign", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), At: time.Now()})
-			storeMax(&w.lastRead[consumers], r.Timestamp)
+			storeMax(&w.lastRead[len(w.clients)], r.Timestamp)
 		})
 	}
 }
@@ -322,11 +340,11 @@ func (w *workload) progressed(t time.Time) error {
 			return fmt.Errorf("producer p%d has no record sent since %s acknowledged", i, t.Format("15:04:05.000"))
 		}
 	}
-	for i := range consumers + 1 {
+	for i := range w.lastRead {
 		if w.lastRead[i].Load() <= t.UnixNano() {
-			name := fmt.Sprintf("group member c%d", i)
-			if i == consumers {
-				name = "assign() reader"
+			name := "assign() reader"
+			if i < len(w.clients) {
+				name = fmt.Sprintf("group member c%d (%s)", i, w.clients[i])
 			}
 			return fmt.Errorf("%s has read no record sent since %s", name, t.Format("15:04:05.000"))
 		}
@@ -392,8 +410,8 @@ func (w *workload) converged(limit time.Duration) error {
 		if g.Err != nil {
 			return g.Err
 		}
-		if g.State != "Stable" || len(g.Members) != consumers {
-			return fmt.Errorf("group %s with %d members, want Stable with %d", g.State, len(g.Members), consumers)
+		if g.State != "Stable" || len(g.Members) != len(w.clients) {
+			return fmt.Errorf("group %s with %d members, want Stable with %d", g.State, len(g.Members), len(w.clients))
 		}
 		return nil
 	})

@@ -12,13 +12,20 @@ earliest offset when the group has no commit), commits automatically every
 500 ms and reports everything on stdout, one JSON object per line:
 
   {"event": "assigned" | "revoked" | "lost", "partitions": [p, ...]}
-  {"event": "records", "records": [{"p": partition, "o": offset, "v": value}, ...]}
+  {"event": "records", "records": [{"p": partition, "o": offset, "v": value,
+   "t": timestamp (ms)}, ...]}
   {"event": "error", "where": "error_cb" | "consume" | "commit", "code": n,
    "name": "...", "retriable": bool, "fatal": bool, "message": "..."}
+  {"event": "committed", "offsets": [{"p": partition, "o": offset}, ...]}
+                              the coordinator acknowledged a commit of these
   {"event": "closing"}        stdin reached EOF; the consumer closes now
   {"ok": true} or {"ok": false, "error": "..."}   last line
 
-Record values are printed as text (the Go harness produces ASCII values).
+Records are printed in the order the application got them relative to the
+rebalance events: records polled before a callback are printed (and their
+offsets stored) before its event, so a record belongs to the assignment the
+last event before it announced. Record values are printed as text (the Go
+harness produces ASCII values).
 The harness in test/e2e (cluster_load_test.go) reads these lines.
 KGATE_E2E_RDKAFKA_DEBUG, if set, is librdkafka's "debug" property (logged to
 stderr).
@@ -73,9 +80,16 @@ def group_consume(bootstrap, topic, group, client_id, opts):
         if err is not None:
             emit(error_event("commit", err))
             return
+        done = []
         for tp in offsets or []:
             if tp.error is not None:
                 emit(error_event("commit", tp.error, "partition %d: %s" % (tp.partition, tp.error)))
+            elif tp.offset >= 0:
+                done.append({"p": tp.partition, "o": tp.offset})
+        # What the client committed, in the order the coordinator
+        # acknowledged it: a retried commit carries its old offsets.
+        if done:
+            emit({"event": "committed", "offsets": done})
 
     conf = {
         "bootstrap.servers": bootstrap,
@@ -108,39 +122,55 @@ def group_consume(bootstrap, topic, group, client_id, opts):
             raise ValueError("KGATE_E2E_RDKAFKA_CONF: %r is not name=value" % prop)
         conf[name.strip()] = value.strip()
     c = Consumer(conf)
+    batch = []  # records handed to the application, not yet printed
+    done = {}   # partition -> next offset, of the batch
 
+    def flush():
+        if not batch:
+            return
+        emit({"event": "records", "records": batch})
+        try:
+            c.store_offsets(offsets=[TopicPartition(topic, p, o) for p, o in done.items()])
+        except KafkaException:
+            pass  # revoked meanwhile: not ours to store; the next owner reads them again
+        batch.clear()
+        done.clear()
+
+    # A rebalance callback runs inside poll(): what was polled before it
+    # belongs to the assignment it ends, so it is printed first.
     def on_assign(_c, tps):
+        flush()
         emit({"event": "assigned", "partitions": partitions(tps)})
 
     def on_revoke(_c, tps):
+        flush()
         emit({"event": "revoked", "partitions": partitions(tps)})
 
     def on_lost(_c, tps):
+        flush()
         emit({"event": "lost", "partitions": partitions(tps)})
 
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     try:
         while not stop.is_set():
-            batch = []
-            done = {}
-            # consume() waits for all num_messages or the whole timeout: wait
-            # for the first message only, then take what is already there,
-            # as a latency-minded application would.
-            first = c.poll(0.5)
-            msgs = [] if first is None else [first] + c.consume(num_messages=499, timeout=0)
-            for m in msgs:
+            # Wait for the first message only, then take what is already
+            # there (up to 500), as a latency-minded application would; one
+            # poll() a message, so that a rebalance callback between two
+            # messages prints the first before its event (consume() would
+            # return both after it).
+            m = c.poll(0.5)
+            n = 0
+            while m is not None:
+                n += 1
                 if m.error():
                     emit(error_event("consume", m.error()))
-                    continue
-                batch.append({"p": m.partition(), "o": m.offset(),
-                              "v": (m.value() or b"").decode("utf-8", "replace")})
-                done[m.partition()] = m.offset() + 1
-            if batch:
-                emit({"event": "records", "records": batch})
-                try:
-                    c.store_offsets(offsets=[TopicPartition(topic, p, o) for p, o in done.items()])
-                except KafkaException:
-                    pass  # revoked meanwhile: not ours to store; the next owner reads them again
+                else:
+                    batch.append({"p": m.partition(), "o": m.offset(),
+                                  "v": (m.value() or b"").decode("utf-8", "replace"),
+                                  "t": m.timestamp()[1]})
+                    done[m.partition()] = m.offset() + 1
+                m = None if n == 500 else c.poll(0)
+            flush()
     finally:
         emit({"event": "closing"})
         c.close()  # commits the last offsets and leaves the group

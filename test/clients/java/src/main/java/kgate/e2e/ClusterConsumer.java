@@ -37,7 +37,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  *
  * <pre>
  * {"event":"assigned"|"revoked"|"lost","partitions":[...]}
- * {"event":"records","records":[{"p":..,"o":..,"v":".."},...]}
+ * {"event":"records","records":[{"p":..,"o":..,"v":"..","t":..},...]}   t: the record's timestamp (ms)
  * {"event":"error","where":"poll"|"commit","code":n,"name":"..","retriable":b,"fatal":false,"message":".."}
  * {"event":"closing"}   stdin reached EOF; the consumer closes (and leaves the group)
  * {"ok":true} or {"ok":false,"error":".."}   last line
@@ -197,7 +197,7 @@ public final class ClusterConsumer {
                             first = false;
                             String v = r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8);
                             b.append("{\"p\":").append(r.partition()).append(",\"o\":").append(r.offset())
-                                    .append(",\"v\":").append(quote(v)).append('}');
+                                    .append(",\"v\":").append(quote(v)).append(",\"t\":").append(r.timestamp()).append('}');
                         }
                         emit(b.append("]}").toString());
                     }
