@@ -90,7 +90,21 @@ func (followerBackend) CreatePartitions(context.Context, string, int32) error {
 // serveGateway serves a gateway over backend and cl until the test ends.
 func serveGateway(t *testing.T, backend gateway.Backend, cl gateway.Cluster) *gateway.Server {
 	t.Helper()
-	srv := gateway.New(gateway.Config{Addr: freeLoopbackAddr(t), AutoCreateTopics: true, Logger: slog.New(slog.DiscardHandler)}, backend, cl)
+	return serveWith(t, gateway.Config{AutoCreateTopics: true}, backend, cl)
+}
+
+// serveWith serves a gateway with cfg (on a free loopback address, logging
+// nowhere, unless cfg says otherwise) over backend and cl until the test
+// ends.
+func serveWith(t *testing.T, cfg gateway.Config, backend gateway.Backend, cl gateway.Cluster) *gateway.Server {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = freeLoopbackAddr(t)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv := gateway.New(cfg, backend, cl)
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}

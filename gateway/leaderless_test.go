@@ -63,23 +63,11 @@ func TestCutOffNodeAnswersAtOnce(t *testing.T) {
 }
 
 // serveFollower serves a follower node of leader's cluster, whose view of
-// the cluster is fc, with cfg (its address and logger set here); while fc
-// knows no leader, neither does its backend.
+// the cluster is fc, with cfg; while fc knows no leader, neither does its
+// backend.
 func serveFollower(t *testing.T, cfg gateway.Config, leader *testNode, fc gateway.Cluster) string {
 	t.Helper()
-	cfg.Addr, cfg.Logger = freeLoopbackAddr(t), slog.New(slog.DiscardHandler)
-	srv := gateway.New(cfg, followerBackend{leaderOf{leader.backend, fc}}, fc)
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		<-done
-	})
-	return srv.Addr().String()
+	return serveWith(t, cfg, followerBackend{leaderOf{leader.backend, fc}}, fc).Addr().String()
 }
 
 func metadataOf(topic string) *kmsg.MetadataRequest {
@@ -307,18 +295,7 @@ func TestCutOffEndsLongPoll(t *testing.T) {
 	leader := startNode(t, nil)
 	createTopic(t, leader.addr, "poll", 1, nil)
 	fc := fadingLeader{Node: leader.node, lost: time.Now().Add(500 * time.Millisecond)}
-	srv := gateway.New(gateway.Config{Addr: freeLoopbackAddr(t), LeaderWait: time.Hour, CutOffAfter: 300 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)}, leaderOf{leader.backend, fc}, fc)
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		<-done
-	})
+	srv := serveWith(t, gateway.Config{LeaderWait: time.Hour, CutOffAfter: 300 * time.Millisecond}, leaderOf{leader.backend, fc}, fc)
 
 	c := dialRaw(t, srv.Addr().String())
 	// A wait longer than the test's read deadline.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -81,22 +79,7 @@ func TestMarkersThroughThePartitionLeader(t *testing.T) {
 	// Node 2 runs the coordinator; node 1 leads every partition.
 	here := &markerLog{}
 	router := gateway.NewMarkerRouter(here)
-	srv := gateway.New(gateway.Config{Addr: freeLoopbackAddr(t), MarkerRouter: router, Logger: slog.New(slog.DiscardHandler)},
-		followerBackend{leader.backend}, followerOf(t, leader))
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(ioTimeout):
-			t.Error("Serve did not return")
-		}
-	})
+	serveWith(t, gateway.Config{MarkerRouter: router}, followerBackend{leader.backend}, followerOf(t, leader))
 
 	parts := []fsm.TopicPartition{{Topic: "mk", Partition: 1}, {Topic: "mk", Partition: 0}}
 	offsets, err := router.WriteMarker(context.Background(), 7, 3, true, 1_750_000_000_123, parts)
