@@ -115,17 +115,7 @@ func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, followe
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit after the tool's aborts: %v", err)
 	}
-	plain, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	if err := plain.ProduceSync(ctx, kgo.StringRecord("end")).FirstErr(); err != nil {
-		t.Fatalf("produce the end record: %v", err)
-	}
-	if got := consumeAll(ctx, t, c, topic, kgo.ReadCommitted()); strings.Join(got, ",") != "committed" {
-		t.Fatalf("read_committed sees %q, want only the committed record", got)
-	}
+	onlyCommittedRead(ctx, t, c, topic)
 	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); len(got) != 3 {
 		t.Fatalf("read_uncommitted sees %q, want the three records", got)
 	}
@@ -265,6 +255,22 @@ func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools,
 		t.Fatalf("commit after the tool's abort: %v", err)
 	}
 	txn("committed", true)
+	onlyCommittedRead(ctx, t, c, topic)
+	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); strings.Join(got, ",") != "aborted-by-tool,committed" {
+		t.Fatalf("read_uncommitted sees %q, want both records", got)
+	}
+	out = k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
+		t.Fatalf("describe-producers with Iggy: want no producer:\n%s", out)
+	}
+	findHanging()
+}
+
+// onlyCommittedRead writes a record outside any transaction (read_committed
+// reads up to it once every transaction before it has ended) and checks that
+// read_committed sees the record "committed" alone before it.
+func onlyCommittedRead(ctx context.Context, t *testing.T, c *kgateCluster, topic string) {
+	t.Helper()
 	plain, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
@@ -276,12 +282,4 @@ func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools,
 	if got := consumeAll(ctx, t, c, topic, kgo.ReadCommitted()); strings.Join(got, ",") != "committed" {
 		t.Fatalf("read_committed sees %q, want only the committed record", got)
 	}
-	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); strings.Join(got, ",") != "aborted-by-tool,committed" {
-		t.Fatalf("read_uncommitted sees %q, want both records", got)
-	}
-	out = k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap, "describe-producers", "--topic", topic, "--partition", "0")
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
-		t.Fatalf("describe-producers with Iggy: want no producer:\n%s", out)
-	}
-	findHanging()
 }
