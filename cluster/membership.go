@@ -359,10 +359,15 @@ func (n *Node) Ready() bool {
 }
 
 // Replicas returns the voters' node ids and, of those, the ones in contact:
-// this node, and every other voter gossip sees alive.
+// this node, and every other voter gossip sees alive. Not Brokers, which
+// also leaves out a leader this follower lost contact with a moment ago
+// (so that clients go elsewhere): the Iggy backend's partition leaders
+// follow gossip too, and a partition listed as led by a node missing from
+// its own ISR is what kafka-topics showed then.
 func (n *Node) Replicas() (replicas, isr []int32) {
 	alive := map[int32]bool{n.cfg.NodeID: true}
-	for _, b := range n.Brokers() {
+	live, _ := n.LiveNodes()
+	for _, b := range live {
 		alive[b.ID] = true
 	}
 	for _, v := range n.Voters() {
