@@ -33,6 +33,10 @@ const (
 	// readAheadMaxBytes bounds the answers read ahead for (a Fetch's
 	// partition limit is 1 MiB by default), and so what a read-ahead holds.
 	readAheadMaxBytes = 8 << 20
+	// pollBytes is the least a read polls for (pollCount); what its
+	// client does not take is kept (keepRest), so a partition holds at
+	// most one such poll's messages.
+	pollBytes = 4 << 20
 )
 
 // keptAhead is a read-ahead started, in Backend.aheadKept (under
@@ -59,6 +63,42 @@ func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int
 	p.mu.Lock()
 	p.ahead = ra
 	p.mu.Unlock()
+	b.keptAdd(p, ra)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ra.r, ra.err = b.poll(b.ctx, t, p, iggy.PollOffset, uint64(offset), count)
+		<-b.aheadSlots
+		close(ra.done)
+	}()
+}
+
+// keepRest keeps msgs, the tail of the poll r that a read did not put in
+// its answer, for p's next read from msgs[0]: held as a finished
+// read-ahead, so it is used under the same conditions (same offset, same
+// topic, nothing went back) and dropped as one is (a newer read-ahead or
+// rest replaces it, readAheadsKept bounds those held). Stored messages
+// never change, so serving them later is serving what a poll would.
+func (b *Backend) keepRest(t *topic, p *partition, r *iggy.PolledMessages, msgs []iggy.PolledMessage) {
+	rest := *r // the same reply: Release of the rest hands it back
+	rest.Messages = msgs
+	done := make(chan struct{})
+	close(done)
+	ra := &readAhead{t: t, offset: int64(msgs[0].Offset), lost: p.lost.Load(), done: done, r: &rest}
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.closing {
+		return
+	}
+	p.mu.Lock()
+	p.ahead = ra
+	p.mu.Unlock()
+	b.keptAdd(p, ra)
+}
+
+// keptAdd records ra as held for p, dropping the oldest held beyond
+// readAheadsKept; under b.life.
+func (b *Backend) keptAdd(p *partition, ra *readAhead) {
 	b.aheadKept = append(b.aheadKept, keptAhead{p, ra})
 	if len(b.aheadKept) > readAheadsKept {
 		old := b.aheadKept[0]
@@ -69,13 +109,6 @@ func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int
 		}
 		old.p.mu.Unlock()
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		ra.r, ra.err = b.poll(b.ctx, t, p, iggy.PollOffset, uint64(offset), count)
-		<-b.aheadSlots
-		close(ra.done)
-	}()
 }
 
 // takeReadAhead hands a read from offset the read-ahead started for it, if
