@@ -153,6 +153,7 @@ func (p *partition) send(round []*sendItem) {
 		// records that are gone.
 		p.lostSeen = n
 		clear(p.producers)
+		p.forgetStarts()
 	}
 	b.mu.RLock()
 	name := p.topic.name
@@ -302,6 +303,9 @@ func (p *partition) send(round []*sendItem) {
 		}
 	}
 	if base >= 0 {
+		if dialect == iggy.Current {
+			p.noteBatch(base, int64(len(msgs)))
+		}
 		p.advance(base + int64(len(msgs)))
 	}
 	for _, it := range accepted {

@@ -72,9 +72,12 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 		return res, kerr.OffsetOutOfRange
 	}
 	count := pollCount(maxBytes, p.avgSize.Load())
-	r, ahead := p.takeReadAhead(ctx, t, offset)
-	if !ahead {
-		if r, err = b.pollHeld(ctx, t, p, offset, end, count); err != nil {
+	var r *iggy.PolledMessages
+	ra := p.takeReadAhead(ctx, t, offset)
+	if ra != nil {
+		r = ra.r
+	} else {
+		if r, err = b.pollHeld(ctx, t, p, offset, end, p.alignCount(offset, count)); err != nil {
 			b.noteError("poll", name, part, err)
 			return res, kafkaError(err)
 		}
@@ -137,12 +140,14 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if len(msgs) > 0 {
 		// Polled, but not in this answer: kept for the next read, which
 		// asks for msgs[0] when the client took the whole answer.
-		b.keepRest(t, p, r, msgs)
+		b.keepRest(t, p, ra, r, msgs, end, count)
 	} else {
 		next := int64(r.Messages[len(r.Messages)-1].Offset) + 1
 		// The answer holds copies (BuildBatch): the poll's reply can go back.
 		b.client.Release(r)
-		if next < end && maxBytes <= readAheadMaxBytes {
+		if ra != nil && ra.follow != nil && ra.follow.offset == next {
+			b.holdFollow(p, ra.follow) // started when the rest was kept
+		} else if next < end && maxBytes <= readAheadMaxBytes {
 			// A consumer reading through a backlog asks for next.
 			b.startReadAhead(t, p, next, count)
 		}

@@ -20,6 +20,9 @@ type readAhead struct {
 	done   chan struct{}
 	r      *iggy.PolledMessages
 	err    error
+	// follow is the poll started for the offset after a kept rest, held
+	// for the read that takes the rest's last message (keepRest).
+	follow *readAhead
 }
 
 const (
@@ -51,26 +54,50 @@ type keptAhead struct {
 func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int) {
 	b.life.Lock()
 	defer b.life.Unlock()
+	if ra := b.startPoll(t, p, offset, count); ra != nil {
+		b.hold(p, ra)
+	}
+}
+
+// startPoll polls count messages from offset in the background and
+// returns the read-ahead that will hold them, or nil when readAheads are
+// running or the backend is closing; under b.life.
+func (b *Backend) startPoll(t *topic, p *partition, offset int64, count int) *readAhead {
 	if b.closing {
-		return
+		return nil
 	}
 	select {
 	case b.aheadSlots <- struct{}{}:
 	default:
-		return
+		return nil
 	}
 	ra := &readAhead{t: t, offset: offset, lost: p.lost.Load(), done: make(chan struct{})}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ra.r, ra.err = b.poll(b.ctx, t, p, iggy.PollOffset, uint64(offset), p.alignCount(offset, count))
+		<-b.aheadSlots
+		close(ra.done)
+	}()
+	return ra
+}
+
+// hold makes ra the one p's next read may take; under b.life.
+func (b *Backend) hold(p *partition, ra *readAhead) {
+	if b.closing {
+		return
+	}
 	p.mu.Lock()
 	p.ahead = ra
 	p.mu.Unlock()
 	b.keptAdd(p, ra)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		ra.r, ra.err = b.poll(b.ctx, t, p, iggy.PollOffset, uint64(offset), count)
-		<-b.aheadSlots
-		close(ra.done)
-	}()
+}
+
+// holdFollow holds ra, the poll started after a rest, for p's next read.
+func (b *Backend) holdFollow(p *partition, ra *readAhead) {
+	b.life.Lock()
+	defer b.life.Unlock()
+	b.hold(p, ra)
 }
 
 // keepRest keeps msgs, the tail of the poll r that a read did not put in
@@ -78,8 +105,11 @@ func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int
 // read-ahead, so it is used under the same conditions (same offset, same
 // topic, nothing went back) and dropped as one is (a newer read-ahead or
 // rest replaces it, readAheadsKept bounds those held). Stored messages
-// never change, so serving them later is serving what a poll would.
-func (b *Backend) keepRest(t *topic, p *partition, r *iggy.PolledMessages, msgs []iggy.PolledMessage) {
+// never change, so serving them later is serving what a poll would. When
+// the partition holds more past the rest (below end), the poll for it
+// starts now (follow), so it runs while the client reads the rest; from
+// was the rest r came from, if any, whose follow is carried over.
+func (b *Backend) keepRest(t *topic, p *partition, from *readAhead, r *iggy.PolledMessages, msgs []iggy.PolledMessage, end int64, count int) {
 	rest := *r // the same reply: Release of the rest hands it back
 	rest.Messages = msgs
 	done := make(chan struct{})
@@ -87,13 +117,14 @@ func (b *Backend) keepRest(t *topic, p *partition, r *iggy.PolledMessages, msgs 
 	ra := &readAhead{t: t, offset: int64(msgs[0].Offset), lost: p.lost.Load(), done: done, r: &rest}
 	b.life.Lock()
 	defer b.life.Unlock()
-	if b.closing {
-		return
+	after := int64(msgs[len(msgs)-1].Offset) + 1
+	switch {
+	case from != nil && from.follow != nil && from.follow.offset == after:
+		ra.follow = from.follow
+	case after < end:
+		ra.follow = b.startPoll(t, p, after, count)
 	}
-	p.mu.Lock()
-	p.ahead = ra
-	p.mu.Unlock()
-	b.keptAdd(p, ra)
+	b.hold(p, ra)
 }
 
 // keptAdd records ra as held for p, dropping the oldest held beyond
@@ -112,8 +143,8 @@ func (b *Backend) keptAdd(p *partition, ra *readAhead) {
 }
 
 // takeReadAhead hands a read from offset the read-ahead started for it, if
-// any, waiting for it to finish; false means the read polls itself.
-func (p *partition) takeReadAhead(ctx context.Context, t *topic, offset int64) (*iggy.PolledMessages, bool) {
+// any, waiting for it to finish; nil means the read polls itself.
+func (p *partition) takeReadAhead(ctx context.Context, t *topic, offset int64) *readAhead {
 	p.mu.Lock()
 	ra := p.ahead
 	if ra != nil && ra.offset == offset {
@@ -121,18 +152,18 @@ func (p *partition) takeReadAhead(ctx context.Context, t *topic, offset int64) (
 	}
 	p.mu.Unlock()
 	if ra == nil || ra.offset != offset || ra.t != t {
-		return nil, false
+		return nil
 	}
 	endWait := worktime.Wait(ctx)
 	select {
 	case <-ra.done:
 	case <-ctx.Done():
 		endWait()
-		return nil, false
+		return nil
 	}
 	endWait()
 	if ra.err != nil || len(ra.r.Messages) == 0 || p.lost.Load() != ra.lost {
-		return nil, false
+		return nil
 	}
-	return ra.r, true
+	return ra
 }
