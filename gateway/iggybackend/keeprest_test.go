@@ -217,3 +217,39 @@ func TestKeptRestDroppedOnDoubt(t *testing.T) {
 		}
 	})
 }
+
+// TestManyPartitionsPollByTheirLimit: a consumer reading many partitions
+// at once gets large polls with rests kept for a few of them only; the
+// others are polled by the client's byte limit, as many rests would be
+// dropped before their reads come.
+func TestManyPartitionsPollByTheirLimit(t *testing.T) {
+	h := newHarness(t, iggy.Current)
+	const parts, per = 30, 300
+	h.create("many", parts, nil)
+	for i := range int32(parts) {
+		var recs []records.Record
+		for j := range per {
+			recs = append(recs, records.Record{Value: []byte(fmt.Sprintf("v%06d%s", j, bytes.Repeat([]byte("x"), 993))), Timestamp: 1})
+		}
+		if res := h.produce("many", i, batch(t, plain, recs...)); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	before := len(h.srv.Polls())
+	const maxBytes = 50_000 // about 48 records
+	for i := range int32(parts) {
+		res, err := h.b.Read(h.ctx, "many", i, 0, maxBytes)
+		if err != nil || len(res.Records) == 0 {
+			t.Fatalf("partition %d: %d bytes, %v", i, len(res.Records), err)
+		}
+	}
+	large := 0
+	for _, p := range h.srv.Polls()[before:] {
+		if p.Count > 2*maxBytes/1000 {
+			large++
+		}
+	}
+	if large == 0 || large > keepRoom {
+		t.Fatalf("%d of %d partitions polled more than their limit: want between 1 and %d", large, parts, keepRoom)
+	}
+}

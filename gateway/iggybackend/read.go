@@ -71,7 +71,7 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if offset < start {
 		return res, kerr.OffsetOutOfRange
 	}
-	count := pollCount(maxBytes, p.avgSize.Load())
+	count := pollCount(maxBytes, p.avgSize.Load(), b.roomToKeep())
 	var r *iggy.PolledMessages
 	ra := p.takeReadAhead(ctx, t, offset)
 	if ra != nil {
@@ -157,15 +157,16 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 }
 
 // pollCount is the messages a read with the client's byte limit maxBytes
-// polls, at avg bytes a message: at least pollBytes' worth, the rest kept
-// for the next reads (keepRest). iggy-server 0.9 serves a poll that
-// starts or ends inside a batch it stored at a cost (it walks its batches
-// from the last index entry before the start, and re-hashes a cut batch),
-// so fewer, larger polls cut fewer batches per GB.
-func pollCount(maxBytes int, avg int64) int {
+// polls, at avg bytes a message: with room to keep a rest, at least
+// pollBytes' worth, the rest kept for the next reads (keepRest).
+// iggy-server 0.9 serves a poll that starts or ends inside a batch it
+// stored at a cost (it walks its batches from the last index entry before
+// the start, and re-hashes a cut batch), so fewer, larger polls cut fewer
+// batches per GB.
+func pollCount(maxBytes int, avg int64, keep bool) int {
 	per := int(max(avg, 1))
 	count := maxBytes/per + 1
-	if maxBytes <= readAheadMaxBytes {
+	if keep && maxBytes <= readAheadMaxBytes {
 		count = max(count, pollBytes/per+1)
 	}
 	return min(max(count, 1), maxPollCount)

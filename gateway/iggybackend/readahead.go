@@ -40,6 +40,11 @@ const (
 	// client does not take is kept (keepRest), so a partition holds at
 	// most one such poll's messages.
 	pollBytes = 4 << 20
+	// keepRoom is how many of the readAheadsKept may be held when a read
+	// polls pollBytes: a consumer of many partitions at once polls each
+	// by its byte limit instead of polling rests that would be dropped
+	// before their reads come.
+	keepRoom = readAheadsKept * 3 / 4
 )
 
 // keptAhead is a read-ahead started, in Backend.aheadKept (under
@@ -125,6 +130,22 @@ func (b *Backend) keepRest(t *topic, p *partition, from *readAhead, r *iggy.Poll
 		ra.follow = b.startPoll(t, p, after, count)
 	}
 	b.hold(p, ra)
+}
+
+// roomToKeep reports whether fewer than keepRoom rests and read-aheads
+// are held.
+func (b *Backend) roomToKeep() bool {
+	b.life.Lock()
+	defer b.life.Unlock()
+	held := 0
+	for _, k := range b.aheadKept {
+		k.p.mu.Lock()
+		if k.p.ahead == k.ra {
+			held++
+		}
+		k.p.mu.Unlock()
+	}
+	return held < keepRoom
 }
 
 // keptAdd records ra as held for p, dropping the oldest held beyond
