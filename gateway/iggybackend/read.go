@@ -71,11 +71,16 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if offset < start {
 		return res, kerr.OffsetOutOfRange
 	}
-	count := pollCount(maxBytes, p.avgSize.Load(), b.roomToKeep())
+	// Only iggy-server 0.9 (current dialect) pays for polls that cut its
+	// stored batches; 0.8.0 indexes every message and is polled by the
+	// client's limit, as the larger polls cost it more CPU per GB.
+	current := b.client.Dialect() == iggy.Current
+	large := current && b.roomToKeep()
+	count := pollCount(maxBytes, p.avgSize.Load(), large)
 	var r *iggy.PolledMessages
 	ra := p.takeReadAhead(ctx, t, offset)
 	if ra != nil {
-		r = ra.r
+		r, large = ra.r, ra.large
 	} else {
 		if r, err = b.pollHeld(ctx, t, p, offset, end, p.alignCount(offset, count)); err != nil {
 			b.noteError("poll", name, part, err)
@@ -137,19 +142,25 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if taken > 0 {
 		p.avgSize.Store(max(int64(size/taken), 16))
 	}
-	if len(msgs) > 0 {
+	// The rest of a large poll is kept, and any rest of at least half an
+	// answer; a few messages left by a poll of the client's limit are
+	// polled again with the next answer's worth.
+	if len(msgs) > 0 && current && (large || 2*len(msgs) >= taken) {
 		// Polled, but not in this answer: kept for the next read, which
 		// asks for msgs[0] when the client took the whole answer.
 		b.keepRest(t, p, ra, r, msgs, end, count)
 	} else {
 		next := int64(r.Messages[len(r.Messages)-1].Offset) + 1
+		if len(msgs) > 0 {
+			next = int64(msgs[0].Offset) // polled, but not in this answer
+		}
 		// The answer holds copies (BuildBatch): the poll's reply can go back.
 		b.client.Release(r)
 		if ra != nil && ra.follow != nil && ra.follow.offset == next {
 			b.holdFollow(p, ra.follow) // started when the rest was kept
 		} else if next < end && maxBytes <= readAheadMaxBytes {
 			// A consumer reading through a backlog asks for next.
-			b.startReadAhead(t, p, next, count)
+			b.startReadAhead(t, p, next, count, large)
 		}
 	}
 	res.Records = out

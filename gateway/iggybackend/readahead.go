@@ -23,6 +23,7 @@ type readAhead struct {
 	// follow is the poll started for the offset after a kept rest, held
 	// for the read that takes the rest's last message (keepRest).
 	follow *readAhead
+	large  bool // a poll of pollBytes' worth, or its rest: what a read leaves is kept
 }
 
 const (
@@ -56,18 +57,19 @@ type keptAhead struct {
 
 // startReadAhead polls count messages from offset in the background for
 // p's next read, unless readAheads are running or the backend is closing.
-func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int) {
+func (b *Backend) startReadAhead(t *topic, p *partition, offset int64, count int, large bool) {
 	b.life.Lock()
 	defer b.life.Unlock()
-	if ra := b.startPoll(t, p, offset, count); ra != nil {
+	if ra := b.startPoll(t, p, offset, count, large); ra != nil {
 		b.hold(p, ra)
 	}
 }
 
 // startPoll polls count messages from offset in the background and
 // returns the read-ahead that will hold them, or nil when readAheads are
-// running or the backend is closing; under b.life.
-func (b *Backend) startPoll(t *topic, p *partition, offset int64, count int) *readAhead {
+// running or the backend is closing; under b.life. large is whether count
+// is pollBytes' worth (pollCount), whose rest is kept.
+func (b *Backend) startPoll(t *topic, p *partition, offset int64, count int, large bool) *readAhead {
 	if b.closing {
 		return nil
 	}
@@ -76,7 +78,7 @@ func (b *Backend) startPoll(t *topic, p *partition, offset int64, count int) *re
 	default:
 		return nil
 	}
-	ra := &readAhead{t: t, offset: offset, lost: p.lost.Load(), done: make(chan struct{})}
+	ra := &readAhead{t: t, offset: offset, lost: p.lost.Load(), done: make(chan struct{}), large: large}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -119,7 +121,7 @@ func (b *Backend) keepRest(t *topic, p *partition, from *readAhead, r *iggy.Poll
 	rest.Messages = msgs
 	done := make(chan struct{})
 	close(done)
-	ra := &readAhead{t: t, offset: int64(msgs[0].Offset), lost: p.lost.Load(), done: done, r: &rest}
+	ra := &readAhead{t: t, offset: int64(msgs[0].Offset), lost: p.lost.Load(), done: done, r: &rest, large: true}
 	b.life.Lock()
 	defer b.life.Unlock()
 	after := int64(msgs[len(msgs)-1].Offset) + 1
@@ -127,7 +129,7 @@ func (b *Backend) keepRest(t *topic, p *partition, from *readAhead, r *iggy.Poll
 	case from != nil && from.follow != nil && from.follow.offset == after:
 		ra.follow = from.follow
 	case after < end:
-		ra.follow = b.startPoll(t, p, after, count)
+		ra.follow = b.startPoll(t, p, after, count, true)
 	}
 	b.hold(p, ra)
 }
