@@ -78,9 +78,10 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	large := current && b.roomToKeep()
 	count := pollCount(maxBytes, p.avgSize.Load(), large)
 	var r *iggy.PolledMessages
+	lost := p.lost.Load() // as when the messages were polled, for a rest of them
 	ra := p.takeReadAhead(ctx, t, offset)
 	if ra != nil {
-		r, large = ra.r, ra.large
+		r, large, lost = ra.r, ra.large, ra.lost
 	} else {
 		if r, err = b.pollHeld(ctx, t, p, offset, end, p.alignCount(offset, count)); err != nil {
 			b.noteError("poll", name, part, err)
@@ -148,7 +149,7 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if len(msgs) > 0 && current && (large || 2*len(msgs) >= taken) {
 		// Polled, but not in this answer: kept for the next read, which
 		// asks for msgs[0] when the client took the whole answer.
-		b.keepRest(t, p, ra, r, msgs, end, count)
+		b.keepRest(t, p, ra, r, msgs, lost, end, count)
 	} else {
 		next := int64(r.Messages[len(r.Messages)-1].Offset) + 1
 		if len(msgs) > 0 {

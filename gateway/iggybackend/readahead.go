@@ -115,13 +115,15 @@ func (b *Backend) holdFollow(p *partition, ra *readAhead) {
 // never change, so serving them later is serving what a poll would. When
 // the partition holds more past the rest (below end), the poll for it
 // starts now (follow), so it runs while the client reads the rest; from
-// was the rest r came from, if any, whose follow is carried over.
-func (b *Backend) keepRest(t *topic, p *partition, from *readAhead, r *iggy.PolledMessages, msgs []iggy.PolledMessage, end int64, count int) {
+// was the rest r came from, if any, whose follow is carried over; lost is
+// p.lost as it was before r was polled, so a rest of messages polled
+// before the partition went back is never served.
+func (b *Backend) keepRest(t *topic, p *partition, from *readAhead, r *iggy.PolledMessages, msgs []iggy.PolledMessage, lost, end int64, count int) {
 	rest := *r // the same reply: Release of the rest hands it back
 	rest.Messages = msgs
 	done := make(chan struct{})
 	close(done)
-	ra := &readAhead{t: t, offset: int64(msgs[0].Offset), lost: p.lost.Load(), done: done, r: &rest, large: true}
+	ra := &readAhead{t: t, offset: int64(msgs[0].Offset), lost: lost, done: done, r: &rest, large: true}
 	b.life.Lock()
 	defer b.life.Unlock()
 	after := int64(msgs[len(msgs)-1].Offset) + 1
