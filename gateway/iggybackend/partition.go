@@ -26,6 +26,7 @@ type partition struct {
 	sending   bool
 	producers map[int64]*producer
 	ahead     *readAhead // the poll started for the next read, if any
+	starts    []int64    // offsets where stored batches start, ascending (noteBatch)
 
 	// lost counts the times the partition's next offset went back (see
 	// wentBack); the sender drops its producer state when it moves.

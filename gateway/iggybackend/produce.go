@@ -155,6 +155,7 @@ func (p *partition) send(round []*sendItem) {
 		// records that are gone.
 		p.lostSeen = n
 		clear(p.producers)
+		p.forgetStarts()
 	}
 	b.mu.RLock()
 	name := p.topic.name
@@ -310,6 +311,9 @@ func (p *partition) send(round []*sendItem) {
 		}
 	}
 	if base >= 0 {
+		if dialect == iggy.Current {
+			p.noteBatch(base, int64(len(msgs)))
+		}
 		p.advance(base + int64(len(msgs)))
 	}
 	for _, it := range accepted {

@@ -71,10 +71,19 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	if offset < start {
 		return res, kerr.OffsetOutOfRange
 	}
-	count := min(max(maxBytes/int(max(p.avgSize.Load(), 1))+1, 1), maxPollCount)
-	r, ahead := p.takeReadAhead(ctx, t, offset)
-	if !ahead {
-		if r, err = b.pollHeld(ctx, t, p, offset, end, count); err != nil {
+	// Only iggy-server 0.9 (current dialect) pays for polls that cut its
+	// stored batches; 0.8.0 indexes every message and is polled by the
+	// client's limit, as the larger polls cost it more CPU per GB.
+	current := b.client.Dialect() == iggy.Current
+	large := current && b.roomToKeep()
+	count := pollCount(maxBytes, p.avgSize.Load(), large)
+	var r *iggy.PolledMessages
+	lost := p.lost.Load() // as when the messages were polled, for a rest of them
+	ra := p.takeReadAhead(ctx, t, offset)
+	if ra != nil {
+		r, large, lost = ra.r, ra.large, ra.lost
+	} else {
+		if r, err = b.pollHeld(ctx, t, p, offset, end, p.alignCount(offset, count)); err != nil {
 			b.noteError("poll", name, part, err)
 			return res, kafkaError(err)
 		}
@@ -107,7 +116,7 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 		return res, nil
 	}
 	var out []byte
-	size := 0
+	size, taken := 0, 0
 	for len(msgs) > 0 {
 		batch, n, err := BuildBatch(msgs, maxBytes-len(out))
 		if err != nil {
@@ -125,26 +134,54 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 		for _, m := range msgs[:n] {
 			size += len(m.Payload) + len(m.UserHeaders) + 64
 		}
+		taken += n
 		msgs = msgs[n:]
 		if len(out) >= maxBytes {
 			break
 		}
 	}
-	if n := len(r.Messages); n > 0 {
-		p.avgSize.Store(max(int64(size/max(n, 1)), 16))
+	if taken > 0 {
+		p.avgSize.Store(max(int64(size/taken), 16))
 	}
-	next := int64(r.Messages[len(r.Messages)-1].Offset) + 1
-	if len(msgs) > 0 {
-		next = int64(msgs[0].Offset) // polled, but not in this answer
-	}
-	// The answer holds copies (BuildBatch): the poll's reply can go back.
-	b.client.Release(r)
-	if next < end && maxBytes <= readAheadMaxBytes {
-		// A consumer reading through a backlog asks for next.
-		b.startReadAhead(t, p, next, count)
+	// The rest of a large poll is kept, and any rest of at least half an
+	// answer; a few messages left by a poll of the client's limit are
+	// polled again with the next answer's worth.
+	if len(msgs) > 0 && current && (large || 2*len(msgs) >= taken) {
+		// Polled, but not in this answer: kept for the next read, which
+		// asks for msgs[0] when the client took the whole answer.
+		b.keepRest(t, p, ra, r, msgs, lost, end, count)
+	} else {
+		next := int64(r.Messages[len(r.Messages)-1].Offset) + 1
+		if len(msgs) > 0 {
+			next = int64(msgs[0].Offset) // polled, but not in this answer
+		}
+		// The answer holds copies (BuildBatch): the poll's reply can go back.
+		b.client.Release(r)
+		if ra != nil && ra.follow != nil && ra.follow.offset == next {
+			b.holdFollow(p, ra.follow) // started when the rest was kept
+		} else if next < end && maxBytes <= readAheadMaxBytes {
+			// A consumer reading through a backlog asks for next.
+			b.startReadAhead(t, p, next, count, large)
+		}
 	}
 	res.Records = out
 	return res, nil
+}
+
+// pollCount is the messages a read with the client's byte limit maxBytes
+// polls, at avg bytes a message: with room to keep a rest, at least
+// pollBytes' worth, the rest kept for the next reads (keepRest).
+// iggy-server 0.9 serves a poll that starts or ends inside a batch it
+// stored at a cost (it walks its batches from the last index entry before
+// the start, and re-hashes a cut batch), so fewer, larger polls cut fewer
+// batches per GB.
+func pollCount(maxBytes int, avg int64, keep bool) int {
+	per := int(max(avg, 1))
+	count := maxBytes/per + 1
+	if keep && maxBytes <= readAheadMaxBytes {
+		count = max(count, pollBytes/per+1)
+	}
+	return min(max(count, 1), maxPollCount)
 }
 
 // Watch returns a channel closed when the partition next grows, by a send

@@ -399,6 +399,11 @@ func (s *Server) pollMessages(body []byte) outcome {
 	value := r.u64()
 	count := r.u32()
 	auto := r.u8()
+	if r.code == 0 {
+		s.mu.Lock()
+		s.polls = append(s.polls, PollRequest{Kind: kind, Value: value, Count: count})
+		s.mu.Unlock()
+	}
 	if r.code == 0 && (kind < pollOffset || kind > pollNext || auto > 1) {
 		r.fail(codeInvalidCommand)
 	}

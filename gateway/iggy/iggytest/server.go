@@ -39,6 +39,7 @@ type Server struct {
 	conns    map[*conn]struct{}
 	logins   int
 	requests map[uint32]int
+	polls    []PollRequest
 	sessions uint64 // last session id handed out
 	commits  uint64
 
@@ -242,6 +243,20 @@ func (s *Server) Requests(code uint32) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[code]
+}
+
+// PollRequest is what one PollMessages asked for.
+type PollRequest struct {
+	Kind  uint8
+	Value uint64
+	Count uint32
+}
+
+// Polls returns the PollMessages requests received so far, in order.
+func (s *Server) Polls() []PollRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]PollRequest(nil), s.polls...)
 }
 
 func (s *Server) count(code uint32) {
