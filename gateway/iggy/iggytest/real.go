@@ -33,6 +33,9 @@ type RealServer struct {
 	logPath  string
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
+	// startRetries counts starts retried after the server's start-up
+	// panic (startupPanic).
+	startRetries int
 }
 
 // StartReal starts bin with its data and log under dir and waits until it
@@ -93,6 +96,11 @@ func (r *RealServer) start() error {
 		}
 		select {
 		case <-done:
+			if tail := r.LogTail(30); strings.Contains(tail, startupPanic) && r.startRetries < maxStartRetries {
+				// A server defect, not kgate's: retry the start.
+				r.startRetries++
+				return r.start()
+			}
 			return fmt.Errorf("%s exited during start-up:\n%s", r.bin, r.LogTail(30))
 		default:
 		}
@@ -103,6 +111,15 @@ func (r *RealServer) start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// startupPanic is what iggy-server 0.9.0-edge.5 logs when one of its shards
+// reads its metadata before it was published and the server exits at
+// start-up, a race inside the server seen on loaded machines (three times
+// in a row once); start tries again up to maxStartRetries times.
+const (
+	startupPanic    = "metadata not initialized"
+	maxStartRetries = 3
+)
 
 // Kill stops the server with SIGKILL, as a crash would: nothing is
 // flushed or closed cleanly.
