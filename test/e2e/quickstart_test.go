@@ -258,8 +258,13 @@ func TestOperationsDoc(t *testing.T) {
 	check("the restored cluster", after,
 		`(?m)^restored snapshot of cluster [0-9a-f]+ .* as node 1, the only voter at 127.0.0.1:9591;$`,
 		`(?m)^ready$`,
-		`(?m)^cluster [0-9a-f]+  leader 1$`,
-		`(?m)^2 +alive +yes +no +127.0.0.1:9692 `,
+		// Node 2 became the second voter a moment ago: the leader of a
+		// cluster that goes from one voter to two needs the newcomer's
+		// answers within its lease, and under a loaded CI run it stepped
+		// down once right after node 2 was ready (kgate status: "leader
+		// none"). What the section shows is the restored state, read below.
+		`(?m)^cluster [0-9a-f]+  leader (1|2|none)$`,
+		`(?m)^2 +alive +yes +(yes|no) +127.0.0.1:9692 `,
 		`(?m)^group demo-group  state Empty  generation [0-9]+  protocol - +total lag 0$`,
 		`(?m)^demo +0 +1 +1 +0 `,
 		`(?m)^hello$`) // the record, read from the restored cluster
