@@ -251,24 +251,17 @@ func (s *Server) coordinatorMarkers(ctx context.Context, w MarkerWriter, req *km
 			code = kerr.ConcurrentTransactions.Code // retriable for the coordinator
 		}
 	}
+	resp = writeTxnMarkersAnswer(req, resp, nil, code) // one marker: coordinatorMarkerTime
+	if err != nil {
+		return resp
+	}
 	i := 0
-	rm := kmsg.NewWriteTxnMarkersResponseMarker()
-	rm.ProducerID = m.ProducerID
-	for _, t := range m.Topics {
-		rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-			rp.Partition, rp.ErrorCode = p, code
-			if err == nil {
-				rp.UnknownTags.Set(markerOffsetTag, binary.BigEndian.AppendUint64(nil, uint64(offsets[i])))
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+	for _, rt := range resp.Markers[0].Topics {
+		for j := range rt.Partitions {
+			rt.Partitions[j].UnknownTags.Set(markerOffsetTag, binary.BigEndian.AppendUint64(nil, uint64(offsets[i])))
 			i++
 		}
-		rm.Topics = append(rm.Topics, rt)
 	}
-	resp.Markers = append(resp.Markers, rm)
 	return resp
 }
 
