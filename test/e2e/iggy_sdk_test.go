@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -90,5 +93,134 @@ func TestIggySDKInterop(t *testing.T) {
 	})
 	if fmt.Sprint(payloads) != "[v1 v2 v3 v4]" {
 		t.Fatalf("the SDK read payloads %q, want [v1 v2 v3 v4]", payloads)
+	}
+}
+
+// TestIggySDKInteropAtVolume (Iggy tier): the two kinds of writers at
+// volume, with payloads of 8 to 2,007 bytes so Iggy's batches and Kafka's
+// end at every kind of boundary. The official Iggy SDK writes one
+// partition and Kafka clients read it all through kgate; kgate writes
+// another and the SDK reads it all; on the third the two take turns, and
+// both read every message back in one order. KGATE_E2E_SDK_VOLUME sets
+// the messages per writer and partition (default 20,000).
+func TestIggySDKInteropAtVolume(t *testing.T) {
+	if !iggyMode() {
+		t.Skipf("runs in the Iggy tier only (%s=iggy; make test runs it there)", envBackend)
+	}
+	n := 20000
+	if v := os.Getenv("KGATE_E2E_SDK_VOLUME"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 4 {
+			t.Fatalf("KGATE_E2E_SDK_VOLUME=%q: want a count of at least 4", v)
+		}
+	}
+	srv := startKgate(t)
+	ib := srv.iggy.backend
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	sdk, err := iggytest.BuildSDKCheck(ctx, ib.dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := srv.bootstrap()
+	topic := fmt.Sprintf("e2e-iggy-sdk-volume-%d", time.Now().UnixNano()%1e9)
+	step(t, "create topic (kadm)", createTimeout, func(ctx context.Context) error {
+		return kadmCreateTopic(ctx, bootstrap, topic)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(ctx context.Context, partition int32, first, count int, prefix string) error {
+		recs := make([]*kgo.Record, count)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: topic, Partition: partition, Value: iggytest.VolumePayload(prefix, first+i)}
+		}
+		return cl.ProduceSync(ctx, recs...).FirstErr()
+	}
+
+	// What each partition must hold, offset by offset.
+	var want [3][]string
+	for i := range n {
+		want[0] = append(want[0], string(iggytest.VolumePayload("sdk-", i)))
+		want[1] = append(want[1], string(iggytest.VolumePayload("kafka-", i)))
+	}
+	turn := n / 4
+	for r := range 4 {
+		for i := range turn {
+			want[2] = append(want[2], string(iggytest.VolumePayload("mix-sdk-", r*turn+i)))
+		}
+		for i := range turn {
+			want[2] = append(want[2], string(iggytest.VolumePayload("mix-kafka-", r*turn+i)))
+		}
+	}
+
+	step(t, fmt.Sprintf("the Iggy SDK sends %d messages to partition 0", n), 5*time.Minute, func(ctx context.Context) error {
+		return sdk.ProduceVolume(ctx, ib.addr, ib.user, ib.password, "kafka", topic, 0, 0, n, "sdk-")
+	})
+	step(t, fmt.Sprintf("kgate takes %d records for partition 1", n), 5*time.Minute, func(ctx context.Context) error {
+		return produce(ctx, 1, 0, n, "kafka-")
+	})
+	step(t, fmt.Sprintf("partition 2: the SDK and kgate take turns, %d messages each a turn", turn), 5*time.Minute, func(ctx context.Context) error {
+		for r := range 4 {
+			if err := sdk.ProduceVolume(ctx, ib.addr, ib.user, ib.password, "kafka", topic, 2, r*turn, turn, "mix-sdk-"); err != nil {
+				return err
+			}
+			if err := produce(ctx, 2, r*turn, turn, "mix-kafka-"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	step(t, "a Kafka consumer reads every partition through kgate", 5*time.Minute, func(ctx context.Context) error {
+		rd, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {
+			0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart()}}))
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		var got [3]int
+		for got[0] < len(want[0]) || got[1] < len(want[1]) || got[2] < len(want[2]) {
+			fs := rd.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				return err
+			}
+			for _, r := range fs.Records() {
+				p := r.Partition
+				if r.Offset != int64(got[p]) || got[p] >= len(want[p]) {
+					return fmt.Errorf("partition %d: record at offset %d, want offset %d of %d", p, r.Offset, got[p], len(want[p]))
+				}
+				if string(r.Value) != want[p][got[p]] || r.Key != nil {
+					return fmt.Errorf("partition %d offset %d: key %q value of %d bytes %.20q, want no key and %.20q (%d bytes)",
+						p, r.Offset, r.Key, len(r.Value), r.Value, want[p][got[p]], len(want[p][got[p]]))
+				}
+				got[p]++
+			}
+		}
+		return nil
+	})
+
+	for _, p := range []int{1, 2} {
+		step(t, fmt.Sprintf("the Iggy SDK polls all of partition %d", p), 5*time.Minute, func(ctx context.Context) error {
+			ds, err := sdk.ConsumeVolume(ctx, ib.addr, ib.user, ib.password, "kafka", topic, p, 0, len(want[p]))
+			if err != nil {
+				return err
+			}
+			if len(ds) != len(want[p]) {
+				return fmt.Errorf("the SDK read %d messages, want %d", len(ds), len(want[p]))
+			}
+			for i, d := range ds {
+				h := fnv.New64a()
+				h.Write([]byte(want[p][i]))
+				if d.Offset != uint64(i) || d.Len != len(want[p][i]) || d.Hash != h.Sum64() {
+					return fmt.Errorf("offset %d: the SDK read offset %d, %d bytes, hash %x; want %d bytes %.20q, hash %x",
+						i, d.Offset, d.Len, d.Hash, len(want[p][i]), want[p][i], h.Sum64())
+				}
+			}
+			return nil
+		})
 	}
 }

@@ -102,6 +102,57 @@ func (s *SDKCheck) Consume(ctx context.Context, addr, user, password, stream, to
 	return lines, nil
 }
 
+// VolumePayload is message i's payload in the volume modes, as
+// test/iggy-sdk-check computes it: "prefixi:" padded with letters to
+// 8 + (i*7919)%2000 bytes.
+func VolumePayload(prefix string, i int) []byte {
+	p := []byte(prefix + strconv.Itoa(i) + ":")
+	want := 8 + (i*7919)%2000
+	for len(p) < want {
+		p = append(p, byte('a'+len(p)%26))
+	}
+	return p
+}
+
+// ProduceVolume sends messages first to first+count-1 (payloads
+// VolumePayload(prefix, i)) to the 0-based partition, in batches of 1,000.
+func (s *SDKCheck) ProduceVolume(ctx context.Context, addr, user, password, stream, topic string, partition, first, count int, prefix string) error {
+	_, err := s.run(ctx, addr, user, password, "produce-volume", stream, topic,
+		strconv.Itoa(partition), strconv.Itoa(first), strconv.Itoa(count), prefix)
+	return err
+}
+
+// PolledDigest is what the SDK read at one offset: the payload's length
+// and FNV-1a 64 hash.
+type PolledDigest struct {
+	Offset uint64
+	Len    int
+	Hash   uint64
+}
+
+// ConsumeVolume polls count messages of the 0-based partition from offset
+// from and returns each one's digest, in offset order (the program checks
+// that offsets follow each other).
+func (s *SDKCheck) ConsumeVolume(ctx context.Context, addr, user, password, stream, topic string, partition, from, count int) ([]PolledDigest, error) {
+	out, err := s.run(ctx, addr, user, password, "consume-volume", stream, topic,
+		strconv.Itoa(partition), strconv.Itoa(from), strconv.Itoa(count))
+	if err != nil {
+		return nil, err
+	}
+	var ds []PolledDigest
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if line == "iggy-sdk-check: OK" {
+			continue
+		}
+		var d PolledDigest
+		if _, err := fmt.Sscanf(line, "%d %d %x", &d.Offset, &d.Len, &d.Hash); err != nil {
+			return nil, fmt.Errorf("iggy-sdk-check consume-volume: line %q: %w", line, err)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
 func (s *SDKCheck) run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, s.bin, args...)
 	var stdout, stderr bytes.Buffer

@@ -10,9 +10,17 @@
 //!   iggy-sdk-check ADDR USER PASSWORD check
 //!   iggy-sdk-check ADDR USER PASSWORD produce STREAM TOPIC PARTITION COUNT PREFIX
 //!   iggy-sdk-check ADDR USER PASSWORD consume STREAM TOPIC PARTITION COUNT
+//!   iggy-sdk-check ADDR USER PASSWORD produce-volume STREAM TOPIC PARTITION FIRST COUNT PREFIX
+//!   iggy-sdk-check ADDR USER PASSWORD consume-volume STREAM TOPIC PARTITION FROM COUNT
 //!
 //! PARTITION is zero-based, as in Kafka and in both Iggy dialects. `consume`
 //! prints one payload per line.
+//!
+//! The volume modes move many messages of many sizes: `produce-volume` sends
+//! messages FIRST to FIRST+COUNT-1 (payloads from `volume_payload`, which the
+//! Go tests compute the same way) in batches of 1,000; `consume-volume`
+//! polls COUNT messages from offset FROM and prints `OFFSET LENGTH FNV1A64`
+//! for each, so the caller checks every payload without reading it all back.
 //! Every failed expectation exits with status 1 and says what differed.
 
 #[cfg(feature = "v010")]
@@ -72,6 +80,18 @@ async fn main() {
             let partition: u32 = must(u32::from_str(&args[7]), "partition");
             let count: u32 = must(u32::from_str(&args[8]), "count");
             produce(&client, &args[5], &args[6], partition, count, &args[9]).await
+        }
+        "produce-volume" if args.len() == 11 => {
+            let partition: u32 = must(u32::from_str(&args[7]), "partition");
+            let first: u64 = must(u64::from_str(&args[8]), "first");
+            let count: u64 = must(u64::from_str(&args[9]), "count");
+            produce_volume(&client, &args[5], &args[6], partition, first, count, &args[10]).await
+        }
+        "consume-volume" if args.len() == 10 => {
+            let partition: u32 = must(u32::from_str(&args[7]), "partition");
+            let from: u64 = must(u64::from_str(&args[8]), "from");
+            let count: u64 = must(u64::from_str(&args[9]), "count");
+            consume_volume(&client, &args[5], &args[6], partition, from, count).await
         }
         "consume" if args.len() == 9 => {
             let partition: u32 = must(u32::from_str(&args[7]), "partition");
@@ -186,6 +206,112 @@ async fn poll_all(
         out.extend(polled.messages);
     }
     out
+}
+
+// volume_payload is message i's payload in the volume modes: "PREFIXi:"
+// padded with letters to 8 + (i * 7919) % 2000 bytes, so sizes spread over
+// 8..2007 bytes and batches end at every kind of boundary.
+fn volume_payload(prefix: &str, i: u64) -> Vec<u8> {
+    let mut p = format!("{prefix}{i}:").into_bytes();
+    let want = 8 + ((i * 7919) % 2000) as usize;
+    while p.len() < want {
+        p.push(b'a' + (p.len() % 26) as u8);
+    }
+    p
+}
+
+fn fnv1a64(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &c in b {
+        h ^= c as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+async fn produce_volume(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    first: u64,
+    count: u64,
+    prefix: &str,
+) {
+    let mut i = first;
+    while i < first + count {
+        let end = (i + 1000).min(first + count);
+        let mut msgs: Vec<IggyMessage> = (i..end)
+            .map(|n| {
+                must(
+                    IggyMessage::builder()
+                        .payload(volume_payload(prefix, n).into())
+                        .build(),
+                    "message",
+                )
+            })
+            .collect();
+        must(
+            client
+                .send_messages(
+                    &id(stream),
+                    &id(topic),
+                    &Partitioning::partition_id(FIRST_PARTITION + partition),
+                    &mut msgs,
+                )
+                .await,
+            "send_messages",
+        );
+        i = end;
+    }
+}
+
+async fn consume_volume(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    from: u64,
+    count: u64,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut next = from;
+    let mut out = String::new();
+    while next < from + count {
+        ensure(std::time::Instant::now() < deadline, || {
+            format!("timed out: {} of {count} messages", next - from)
+        });
+        let want = (from + count - next).min(1000) as u32;
+        let polled = poll(
+            client,
+            stream,
+            topic,
+            partition,
+            &PollingStrategy::offset(next),
+            want,
+        )
+        .await;
+        if polled.messages.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        for m in &polled.messages {
+            if next >= from + count {
+                break;
+            }
+            ensure(m.header.offset == next, || {
+                format!("poll from {next}: message at offset {}", m.header.offset)
+            });
+            must(m.user_headers_map(), "user headers");
+            out.push_str(&format!(
+                "{} {} {:016x}\n",
+                m.header.offset,
+                m.payload.len(),
+                fnv1a64(&m.payload)
+            ));
+            next += 1;
+        }
+    }
+    print!("{out}");
 }
 
 // check runs every command kgate relies on, against a stream of its own, and
