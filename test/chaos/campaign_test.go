@@ -21,6 +21,7 @@ var (
 	// One client per group member: franz-go (in this process), java or
 	// librdkafka (test/clients programs, each in a process of its own).
 	clientsFlag = flag.String("clients", "", "the group members' clients, comma-separated, one a member: franz-go, java, librdkafka (default: three franz-go)")
+	txnFlag     = flag.Bool("txn", true, "run the transactional workload beside the main one (txn_workload_test.go)")
 )
 
 // Fault kinds.
@@ -127,10 +128,20 @@ func TestChaos(t *testing.T) {
 	c := startCluster(t, *nodesFlag)
 	w := newWorkload(t, c.kafkaAddrs(), c.dir, clients)
 	w.start()
+	var tw *txnWorkload
+	if *txnFlag {
+		tw = newTxnWorkload(t, c.kafkaAddrs(), c.dir)
+		tw.start()
+	}
 	// From the Unix epoch, not the zero time: the zero time's UnixNano
 	// overflows to a negative number, which every reader had passed before
 	// reading anything, and the first fault hit a group still forming.
-	if err := pollUntil(recoveryLimit, func() error { return w.progressed(time.Unix(0, 0)) }); err != nil {
+	if err := pollUntil(recoveryLimit, func() error {
+		if err := w.progressed(time.Unix(0, 0)); err != nil || tw == nil {
+			return err
+		}
+		return tw.going()
+	}); err != nil {
 		t.Fatalf("workload never got going: %v", err)
 	}
 
@@ -300,6 +311,9 @@ faults:
 			via := ids[rng.Intn(len(ids))]
 			f.joined = c.joinFresh(via).id
 			w.setSeeds(c.bootstrapList())
+			if tw != nil {
+				tw.setSeeds(c.bootstrapList())
+			}
 			t.Logf("fault %d: fresh node %d joins through node %d", i, f.joined, via)
 		case pause:
 			if err := c.node(f.target).resume(); err != nil {
@@ -372,6 +386,14 @@ faults:
 	w.h.SetFinal(final)
 	w.cancel()
 	w.readWG.Wait()
+	if tw != nil {
+		// Transactions: exactly-once copies, whole commits, no aborted or
+		// uncommitted read (docs/chaos.md).
+		drained, complete := tw.finish(2 * recoveryLimit)
+		for _, a := range tw.report(drained, complete) {
+			t.Errorf("transactional anomaly %s", a)
+		}
+	}
 
 	anomalies := w.h.Check(finalErr == nil, drained == nil)
 	failed := 0
