@@ -53,8 +53,11 @@ func (c *cluster) leave(id int) error {
 			if err != nil {
 				return err
 			}
-			if v.LeaderID == nil || int(*v.LeaderID) == id {
-				return fmt.Errorf("node %d names leader %v", o.id, v.LeaderID)
+			if v.LeaderID == nil {
+				return fmt.Errorf("node %d names no leader", o.id)
+			}
+			if int(*v.LeaderID) == id {
+				return fmt.Errorf("node %d names the leaving node %d its leader", o.id, id)
 			}
 			for _, m := range v.Nodes {
 				if int(m.ID) == id && m.Voter {
