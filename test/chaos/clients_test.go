@@ -59,9 +59,16 @@ func programArgv(kind string) ([]string, error) {
 		}
 		// The coordinator's account of the member's session (heartbeat
 		// and join errors, generation resets) at INFO, on stderr: it says
-		// why a member lost its partitions.
-		return []string{"java", "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=info",
-			"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-cp", jar, "kgate.e2e.ClusterConsumer"}, nil
+		// why a member lost its partitions. With KGATE_CHAOS_CLIENT_DEBUG
+		// set, at DEBUG with the network client's: each coordinator
+		// lookup, the broker it went to and its answer, and each
+		// disconnect.
+		level, network := "info", []string(nil)
+		if os.Getenv("KGATE_CHAOS_CLIENT_DEBUG") != "" {
+			level, network = "debug", []string{"-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.NetworkClient=debug"}
+		}
+		return append(append([]string{"java", "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=" + level}, network...),
+			"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-cp", jar, "kgate.e2e.ClusterConsumer"), nil
 	case librdkafka:
 		// Debian's python3, for which install-test-deps.sh installs
 		// python3-confluent-kafka.
