@@ -503,10 +503,13 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string
 		}
 	}
 	reads, commits, final := len(w.h.Reads), len(w.h.Commits), len(w.h.Final)
-	rebalances, withGen, windows := len(w.h.Assignments), 0, len(w.h.Windows)
+	rebalances, withGen, withCoord, windows := len(w.h.Assignments), 0, 0, len(w.h.Windows)
 	for _, a := range w.h.Assignments {
 		if a.Generation >= 0 {
 			withGen++
+		}
+		if a.Coordinator != 0 {
+			withCoord++
 		}
 	}
 	w.h.mu.Unlock()
@@ -515,7 +518,7 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string
 	for e, n := range errs {
 		fmt.Fprintf(&b, "  %d sends failed with: %s\n", n, e)
 	}
-	fmt.Fprintf(&b, "rebalance events: %d, %d with the member's generation; minority windows: %d\n", rebalances, withGen, windows)
+	fmt.Fprintf(&b, "rebalance events: %d, %d with the member's generation, %d with the SyncGroup's node; minority windows: %d\n", rebalances, withGen, withCoord, windows)
 	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d\n", w.lost.Load(), unknown)
 	fmt.Fprintf(&b, "anomalies: %d %v\n", len(anomalies), Summary(anomalies))
 	return b.String()

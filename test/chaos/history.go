@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,9 +45,8 @@ type Assignment struct {
 	At         time.Time
 	// Coordinator is the node that answered the SyncGroup completing the
 	// rebalance, which was sent at SyncSent (0: the client does not tell;
-	// left out of the minority-rebalance rule). Kafka node ids start at
-	// 0, so a known coordinator of node 0 cannot be told apart: the
-	// campaign's nodes are numbered from 1.
+	// left out of the minority-rebalance rule; the campaign numbers its
+	// nodes from 1).
 	Coordinator int32
 	SyncSent    time.Time
 }
@@ -347,6 +347,7 @@ func (h *History) checkOwners(add func(kind, format string, args ...any)) {
 	type hold struct {
 		member   string
 		gen      int32
+		list     []int32 // sorted
 		parts    map[int32]bool
 		from, to time.Time // to: zero while held to the end
 	}
@@ -366,7 +367,7 @@ func (h *History) checkOwners(add func(kind, format string, args ...any)) {
 			if a.Generation < 0 || len(a.Partitions) == 0 {
 				continue
 			}
-			hd := hold{member: m, gen: a.Generation, parts: map[int32]bool{}, from: a.At}
+			hd := hold{member: m, gen: a.Generation, list: slices.Sorted(slices.Values(a.Partitions)), parts: map[int32]bool{}, from: a.At}
 			for _, p := range a.Partitions {
 				hd.parts[p] = true
 			}
@@ -390,7 +391,7 @@ func (h *History) checkOwners(add func(kind, format string, args ...any)) {
 			if a.member == b.member || a.gen != b.gen || !overlap(a, b) {
 				continue
 			}
-			for p := range a.parts {
+			for _, p := range a.list {
 				if !b.parts[p] {
 					continue
 				}
