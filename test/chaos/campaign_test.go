@@ -255,6 +255,25 @@ faults:
 				}
 			}
 		}
+		// The nodes the fault cut off from every other, for the checker's
+		// minority rule: from now (the cut is in place) until just before
+		// the heal. A flap's cut phases are windows of their own; a
+		// bridge leaves no node cut off from a majority.
+		var minority []int32
+		switch kind {
+		case isolateLeader, flap, blackHole:
+			minority = []int32{int32(f.target)}
+		case isolateFollower:
+			for _, id := range f.side {
+				minority = append(minority, int32(id))
+			}
+		}
+		cutFrom := time.Now()
+		endWindow := func() {
+			if minority != nil {
+				w.h.AddWindow(Window{Fault: fmt.Sprintf("fault %d (%s)", i, kind), Minority: minority, From: cutFrom, To: time.Now()})
+			}
+		}
 		if f.side != nil {
 			t.Logf("fault %d at %s: %s %v cut off (leader %d) for %v", i, start.Format("15:04:05.000"), kind, f.side, leader, hold.Round(time.Millisecond))
 		} else {
@@ -269,9 +288,11 @@ faults:
 		for until := holdFrom.Add(hold); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
 			if flapRng != nil && time.Now().After(flipAt) {
 				if f.flips%2 == 1 {
+					endWindow()
 					c.nw.Heal()
 				} else {
 					c.nw.Isolate(f.target, c.ids())
+					cutFrom = time.Now()
 				}
 				f.flips++
 				flipAt = time.Now().Add(flapGap(flapRng))
@@ -320,6 +341,9 @@ faults:
 				t.Fatal(err)
 			}
 		default:
+			if kind != flap || f.flips%2 == 1 {
+				endWindow()
+			}
 			c.nw.Heal()
 		}
 		heal := time.Now()
@@ -501,12 +525,22 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string
 		}
 	}
 	reads, commits, final := len(w.h.Reads), len(w.h.Commits), len(w.h.Final)
+	rebalances, withGen, withCoord, windows := len(w.h.Assignments), 0, 0, len(w.h.Windows)
+	for _, a := range w.h.Assignments {
+		if a.Generation >= 0 {
+			withGen++
+		}
+		if a.Coordinator != 0 {
+			withCoord++
+		}
+	}
 	w.h.mu.Unlock()
 	fmt.Fprintf(&b, "produced: %d acknowledged, %d failed; reads: %d; commit samples: %d; final read: %d records\n",
 		acked, failed, reads, commits, final)
 	for e, n := range errs {
 		fmt.Fprintf(&b, "  %d sends failed with: %s\n", n, e)
 	}
+	fmt.Fprintf(&b, "rebalance events: %d, %d with the member's generation, %d with the SyncGroup's node; minority windows: %d\n", rebalances, withGen, withCoord, windows)
 	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d\n", w.lost.Load(), unknown)
 	fmt.Fprintf(&b, "anomalies: %d %v\n", len(anomalies), Summary(anomalies))
 	return b.String()

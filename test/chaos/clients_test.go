@@ -59,9 +59,16 @@ func programArgv(kind string) ([]string, error) {
 		}
 		// The coordinator's account of the member's session (heartbeat
 		// and join errors, generation resets) at INFO, on stderr: it says
-		// why a member lost its partitions.
-		return []string{"java", "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=info",
-			"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-cp", jar, "kgate.e2e.ClusterConsumer"}, nil
+		// why a member lost its partitions. With KGATE_CHAOS_CLIENT_DEBUG
+		// set, at DEBUG with the network client's: each coordinator
+		// lookup, the broker it went to and its answer, and each
+		// disconnect.
+		level, network := "info", []string(nil)
+		if os.Getenv("KGATE_CHAOS_CLIENT_DEBUG") != "" {
+			level, network = "debug", []string{"-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.NetworkClient=debug"}
+		}
+		return append(append([]string{"java", "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=" + level}, network...),
+			"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-cp", jar, "kgate.e2e.ClusterConsumer"), nil
 	case librdkafka:
 		// Debian's python3, for which install-test-deps.sh installs
 		// python3-confluent-kafka.
@@ -79,6 +86,7 @@ func programArgv(kind string) ([]string, error) {
 type programEvent struct {
 	Event      string  `json:"event"`
 	Partitions []int32 `json:"partitions"`
+	Generation *int32  `json:"generation"` // at a rebalance event; absent or -1: unknown
 	Offsets    []struct {
 		P int32 `json:"p"`
 		O int64 `json:"o"`
@@ -178,6 +186,29 @@ func (w *workload) consumeProgram(i int, kind string, argv []string) {
 	go func() {
 		defer readers.Done()
 		epoch := 0
+		held := map[int32]bool{}
+		// assignment records what the member holds after a rebalance
+		// event. The programs name no coordinator (their clients do not
+		// tell which node answered the SyncGroup).
+		assignment := func(e programEvent) {
+			switch e.Event {
+			case "assigned":
+				for _, p := range e.Partitions {
+					held[p] = true
+				}
+			case "revoked":
+				for _, p := range e.Partitions {
+					delete(held, p)
+				}
+			case "lost":
+				clear(held)
+			}
+			gen := int32(-1)
+			if e.Generation != nil {
+				gen = *e.Generation
+			}
+			w.h.AddAssignment(Assignment{Member: name, Event: e.Event, Generation: gen, Partitions: heldList(held), At: time.Now()})
+		}
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 64<<20)
 		for sc.Scan() {
@@ -193,8 +224,10 @@ func (w *workload) consumeProgram(i int, kind string, argv []string) {
 			switch e.Event {
 			case "assigned", "revoked":
 				epoch++
+				assignment(e)
 			case "lost":
 				epoch++
+				assignment(e)
 				if len(e.Partitions) > 0 {
 					w.lost.Add(1)
 					f := w.faultNow.Load()

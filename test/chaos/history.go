@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,41 @@ type History struct {
 	// member that reports none has none here).
 	Acked []ClientCommit
 	Final []Read // the final full read of every partition from its start
+	// Assignments are the group members' rebalance events, each with what
+	// the member held after it and its generation.
+	Assignments []Assignment
+	// Windows are the times a fault kept some nodes (a minority) from all
+	// the others.
+	Windows []Window
+}
+
+// Assignment is what a group member held after a rebalance event
+// (assigned, revoked or lost): Partitions, from At until the member's next
+// event, in generation Generation, the generation the member's client
+// reported at the event (-1: the client does not tell; such events are
+// left out of the double-owner rule).
+type Assignment struct {
+	Member     string
+	Event      string
+	Generation int32
+	Partitions []int32
+	At         time.Time
+	// Coordinator is the node that answered the SyncGroup completing the
+	// rebalance, which was sent at SyncSent (0: the client does not tell;
+	// left out of the minority-rebalance rule; the campaign numbers its
+	// nodes from 1).
+	Coordinator int32
+	SyncSent    time.Time
+}
+
+// Window is a fault that cut the nodes Minority off from every other node
+// from From to To (times the cut was in place, taken inside the cut and
+// heal). Nothing those nodes acknowledge or complete from then on can have
+// reached a majority.
+type Window struct {
+	Fault    string
+	Minority []int32
+	From, To time.Time
 }
 
 // Produce is one record a producer sent. Value is "p<producer>-<seq>",
@@ -91,6 +127,18 @@ func (h *History) AddCommit(c CommitSample) {
 	h.Commits = append(h.Commits, c)
 }
 
+func (h *History) AddAssignment(a Assignment) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Assignments = append(h.Assignments, a)
+}
+
+func (h *History) AddWindow(w Window) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Windows = append(h.Windows, w)
+}
+
 func (h *History) SetFinal(f []Read) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -122,6 +170,13 @@ const (
 	ClientCommitBack = "client-commit-back"
 	NotConsumed      = "not-consumed" // an acknowledged record no group member ever read
 	Phantom          = "phantom"      // a record read that no producer sent
+	// DoubleOwner is a partition two members held at overlapping times
+	// in the same generation.
+	DoubleOwner = "double-owner"
+	// MinorityRebalance is a generation first seen during a cut, completed
+	// by a SyncGroup sent after the cut and answered by a node on the
+	// minority side.
+	MinorityRebalance = "minority-rebalance"
 )
 
 // Check judges the history and returns every anomaly (none for a correct
@@ -261,6 +316,9 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 		lastCommit[c.Partition] = c
 	}
 
+	h.checkOwners(add)
+	h.checkMinority(add)
+
 	if groupDrained {
 		consumed := map[string]bool{}
 		for _, r := range h.Reads {
@@ -275,6 +333,129 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 		}
 	}
 	return out
+}
+
+// checkOwners reports a partition two members held in the same
+// generation at overlapping times. A member holds what its event gave it
+// until its next event. Cooperative-sticky's two-phase handoff passes: the
+// old owner revokes in generation g+1 (its assignment there no longer has
+// the partition) and the new owner gets it in g+2; a member cut off from
+// the coordinator that still holds a partition of generation g while the
+// group moved on to g+1 passes too (Kafka fences its commits by the
+// generation).
+func (h *History) checkOwners(add func(kind, format string, args ...any)) {
+	type hold struct {
+		member   string
+		gen      int32
+		list     []int32 // sorted
+		parts    map[int32]bool
+		from, to time.Time // to: zero while held to the end
+	}
+	byMember := map[string][]Assignment{}
+	var members []string
+	for _, a := range h.Assignments {
+		if byMember[a.Member] == nil {
+			members = append(members, a.Member)
+		}
+		byMember[a.Member] = append(byMember[a.Member], a)
+	}
+	var holds []hold
+	for _, m := range members {
+		as := byMember[m]
+		sort.SliceStable(as, func(i, j int) bool { return as[i].At.Before(as[j].At) })
+		for i, a := range as {
+			if a.Generation < 0 || len(a.Partitions) == 0 {
+				continue
+			}
+			hd := hold{member: m, gen: a.Generation, list: slices.Sorted(slices.Values(a.Partitions)), parts: map[int32]bool{}, from: a.At}
+			for _, p := range a.Partitions {
+				hd.parts[p] = true
+			}
+			if i+1 < len(as) {
+				hd.to = as[i+1].At
+			}
+			holds = append(holds, hd)
+		}
+	}
+	overlap := func(a, b hold) bool {
+		return (a.to.IsZero() || b.from.Before(a.to)) && (b.to.IsZero() || a.from.Before(b.to))
+	}
+	type report struct {
+		a, b string
+		gen  int32
+		p    int32
+	}
+	seen := map[report]bool{}
+	for i, a := range holds {
+		for _, b := range holds[i+1:] {
+			if a.member == b.member || a.gen != b.gen || !overlap(a, b) {
+				continue
+			}
+			for _, p := range a.list {
+				if !b.parts[p] {
+					continue
+				}
+				r := report{min(a.member, b.member), max(a.member, b.member), a.gen, p}
+				if seen[r] {
+					continue
+				}
+				seen[r] = true
+				add(DoubleOwner, "partition %d held by %s (from %s) and %s (from %s) in generation %d", p,
+					a.member, a.from.Format("15:04:05.000"), b.member, b.from.Format("15:04:05.000"), a.gen)
+			}
+		}
+	}
+}
+
+// checkMinority reports a generation first seen during a cut whose
+// SyncGroup, sent after the cut, a node of the cut-off minority answered:
+// the minority completed a rebalance, which it cannot have replicated to a
+// majority. (Its half for writes, a record a minority acknowledged, needs
+// the node that acknowledged each record, which franz-go does not tell;
+// such a record cannot have reached a majority, so the final read misses
+// it or holds another value at its offset: lost or conflict.)
+func (h *History) checkMinority(add func(kind, format string, args ...any)) {
+	in := func(w Window, node int32) bool {
+		for _, n := range w.Minority {
+			if n == node {
+				return true
+			}
+		}
+		return false
+	}
+	// The first event of each generation, over every member.
+	first := map[int32]Assignment{}
+	for _, a := range h.Assignments {
+		if a.Generation < 0 || a.Event != "assigned" {
+			continue
+		}
+		if f, ok := first[a.Generation]; !ok || a.At.Before(f.At) {
+			first[a.Generation] = a
+		}
+	}
+	gens := make([]int32, 0, len(first))
+	for g := range first {
+		gens = append(gens, g)
+	}
+	sort.Slice(gens, func(i, j int) bool { return gens[i] < gens[j] })
+	for _, g := range gens {
+		f := first[g]
+		for _, w := range h.Windows {
+			if f.At.Before(w.From) || f.At.After(w.To) {
+				continue
+			}
+			// Any member that saw the generation through a minority node
+			// with a SyncGroup sent after the cut.
+			for _, a := range h.Assignments {
+				if a.Generation == g && a.Event == "assigned" && a.Coordinator != 0 && in(w, a.Coordinator) && !a.SyncSent.Before(w.From) && !a.At.After(w.To) {
+					add(MinorityRebalance, "generation %d first seen at %s; %s's SyncGroup sent at %s was answered by node %d, cut off with %v by %s from %s to %s",
+						g, f.At.Format("15:04:05.000"), a.Member, a.SyncSent.Format("15:04:05.000"), a.Coordinator, w.Minority, w.Fault,
+						w.From.Format("15:04:05.000"), w.To.Format("15:04:05.000"))
+					break
+				}
+			}
+		}
+	}
 }
 
 // Value names a producer's seq-th record.

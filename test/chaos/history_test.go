@@ -42,6 +42,32 @@ func goodHistory() *History {
 	h.AddCommit(CommitSample{Partition: 0, Offset: 1, At: t0})
 	h.AddCommit(CommitSample{Partition: 0, Offset: 3, At: t0.Add(time.Second)})
 	h.AddCommit(CommitSample{Partition: 1, Offset: 2, At: t0.Add(time.Second)})
+
+	// The group: c0 alone in generation 1; c1 joins and cooperative-sticky
+	// moves partition 1 in two phases (c0 revokes it in generation 2, where
+	// nobody gets it, and c1 gets it in 3). Then node 1, the coordinator,
+	// is cut off from 10 s to 14 s: the majority's new coordinator, node 2,
+	// forms generation 4 during the cut, and c1's generation-3 SyncGroup,
+	// answered by node 1 before the cut, passes. A member the group dropped
+	// still holding partition 0 of generation 4 (a zombie, fenced by the
+	// generation) while c1 holds it in 5 passes too.
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	for _, a := range []Assignment{
+		{Member: "c0", Event: "assigned", Generation: 1, Partitions: []int32{0, 1}, At: at(0), Coordinator: 1, SyncSent: at(-0.1)},
+		{Member: "c0", Event: "revoked", Generation: 2, Partitions: []int32{0}, At: at(2)},
+		{Member: "c0", Event: "assigned", Generation: 2, Partitions: []int32{0}, At: at(2.01), Coordinator: 1, SyncSent: at(1.9)},
+		{Member: "c1", Event: "assigned", Generation: 2, Partitions: nil, At: at(2.02), Coordinator: 1, SyncSent: at(1.9)},
+		{Member: "c0", Event: "assigned", Generation: 3, Partitions: []int32{0}, At: at(3), Coordinator: 1, SyncSent: at(2.9)},
+		{Member: "c1", Event: "assigned", Generation: 3, Partitions: []int32{1}, At: at(2.99), Coordinator: 1, SyncSent: at(2.9)},
+		{Member: "c0", Event: "assigned", Generation: 4, Partitions: []int32{0}, At: at(12), Coordinator: 2, SyncSent: at(11.9)},
+		{Member: "c1", Event: "assigned", Generation: 4, Partitions: []int32{1}, At: at(12), Coordinator: 2, SyncSent: at(11.9)},
+		{Member: "c1", Event: "assigned", Generation: 5, Partitions: []int32{0, 1}, At: at(20), Coordinator: 2, SyncSent: at(19.9)},
+		// A client that does not tell its generation: left out.
+		{Member: "c2", Event: "assigned", Generation: -1, Partitions: []int32{0, 1}, At: at(20)},
+	} {
+		h.AddAssignment(a)
+	}
+	h.AddWindow(Window{Fault: "partition-leader", Minority: []int32{1}, From: at(10), To: at(14)})
 	return h
 }
 
@@ -100,6 +126,24 @@ func TestCheckerFindsFaults(t *testing.T) {
 			}
 			h.Reads = keep
 		}, NotConsumed},
+		{"two members holding one partition in one generation", func(h *History) {
+			h.AddAssignment(Assignment{Member: "c1", Event: "assigned", Generation: 1, Partitions: []int32{1}, At: time.Unix(1001, 0)})
+		}, DoubleOwner},
+		{"a partition handed over in one generation, before its owner revoked it", func(h *History) {
+			// c0 keeps 1 in generation 2 (no revocation), while c1 gets
+			// it in generation 2 as well.
+			h.Assignments[1].Partitions = []int32{0, 1}
+			h.Assignments[2].Partitions = []int32{0, 1}
+			h.Assignments[3].Partitions = []int32{1}
+		}, DoubleOwner},
+		{"a generation formed by the cut-off coordinator", func(h *History) {
+			// Generation 4 completed by node 1 during its cut.
+			h.Assignments[6].Coordinator = 1
+		}, MinorityRebalance},
+		{"a generation completed by the cut-off coordinator after the majority's", func(h *History) {
+			h.AddAssignment(Assignment{Member: "c0", Event: "assigned", Generation: 6, Partitions: []int32{0},
+				At: time.Unix(1013, 0), Coordinator: 1, SyncSent: time.Unix(1012, 0)})
+		}, MinorityRebalance},
 		{"a record nobody sent", func(h *History) {
 			h.Final = append(h.Final, Read{Reader: "final", Partition: 1, Offset: 2, Value: "ghost-1"})
 		}, Phantom},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const (
@@ -190,15 +192,44 @@ func (w *workload) consumeGroup(i int) {
 	defer logf.Close()
 	mlog := &memberLog{Logger: kgo.BasicLogger(logf, clientLogLevel(kgo.LogLevelInfo), func() string { return time.Now().Format("15:04:05.000 ") })}
 	var epoch atomic.Int64
-	newEpoch := func(context.Context, *kgo.Client, map[string][]int32) { epoch.Add(1) }
+	// What the member holds, with its generation at each rebalance event
+	// (franz-go runs the callbacks one at a time, between a SyncGroup and
+	// the next JoinGroup), and the node that answered the SyncGroup.
+	var heldMu sync.Mutex
+	held := map[int32]bool{}
+	syncs := &syncHook{}
+	record := func(event string, cl *kgo.Client, m map[string][]int32) {
+		epoch.Add(1)
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		switch event {
+		case "assigned":
+			for _, p := range m[topic] {
+				held[p] = true
+			}
+		case "revoked":
+			for _, p := range m[topic] {
+				delete(held, p)
+			}
+		case "lost":
+			clear(held)
+		}
+		_, gen := cl.GroupMetadata()
+		a := Assignment{Member: name, Event: event, Generation: gen, Partitions: heldList(held), At: time.Now()}
+		if event == "assigned" {
+			a.Coordinator, a.SyncSent = syncs.last()
+		}
+		w.h.AddAssignment(a)
+	}
 	cl := w.client(
-		kgo.WithLogger(mlog),
+		kgo.WithLogger(mlog), kgo.WithHooks(syncs),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(10*time.Second),
-		kgo.OnPartitionsAssigned(newEpoch), kgo.OnPartitionsRevoked(newEpoch),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { record("assigned", cl, m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { record("revoked", cl, m) }),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			epoch.Add(1)
+			record("lost", cl, m)
 			w.lost.Add(1)
 			w.mu.Lock()
 			w.lostBy[w.faultNow.Load()]++
@@ -226,6 +257,48 @@ func (w *workload) consumeGroup(i int) {
 		}
 		cl.AllowRebalance()
 	}
+}
+
+// syncHook remembers the node that answered a group member's last
+// SyncGroup and when that request was sent, so that an assignment can
+// name the coordinator that completed it.
+type syncHook struct {
+	mu   sync.Mutex
+	sent time.Time
+	node int32
+}
+
+func (h *syncHook) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, timeToWrite time.Duration, err error) {
+	if key != int16(kmsg.SyncGroup) || err != nil {
+		return
+	}
+	h.mu.Lock()
+	h.sent = time.Now().Add(-timeToWrite)
+	h.mu.Unlock()
+}
+
+func (h *syncHook) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key != int16(kmsg.SyncGroup) || err != nil {
+		return
+	}
+	h.mu.Lock()
+	h.node = meta.NodeID
+	h.mu.Unlock()
+}
+
+func (h *syncHook) last() (int32, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.node, h.sent
+}
+
+func heldList(held map[int32]bool) []int32 {
+	out := make([]int32, 0, len(held))
+	for p := range held {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // memberLog is a group member's franz-go log that also remembers the last

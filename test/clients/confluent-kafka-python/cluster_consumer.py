@@ -11,7 +11,9 @@ Joins GROUP with client.id CLIENT_ID, subscribes to TOPIC (reading from the
 earliest offset when the group has no commit), commits automatically every
 500 ms and reports everything on stdout, one JSON object per line:
 
-  {"event": "assigned" | "revoked" | "lost", "partitions": [p, ...]}
+  {"event": "assigned" | "revoked" | "lost", "partitions": [p, ...],
+   "generation": g}           the member's generation in the callback (-1:
+                              unknown; see generation())
   {"event": "records", "records": [{"p": partition, "o": offset, "v": value,
    "t": timestamp (ms)}, ...]}
   {"event": "error", "where": "error_cb" | "consume" | "commit", "code": n,
@@ -32,6 +34,7 @@ stderr).
 """
 import json
 import os
+import struct
 import sys
 import threading
 
@@ -55,6 +58,25 @@ def error_event(where, err, message=None):
                 "message": message or err.str()}
     return {"event": "error", "where": where, "code": -1, "name": type(err).__name__,
             "retriable": False, "fatal": False, "message": message or str(err)}
+
+
+def generation(c):
+    """The consumer's current group generation, or -1.
+
+    confluent-kafka-python 1.7 has no accessor for it: consumer_group_metadata()
+    returns librdkafka's serialization of the group metadata
+    (rd_kafka_consumer_group_metadata_write: the magic "CGMDv2:", then the
+    generation id as a native int32, then the group and member ids). Any other
+    layout is reported as unknown (-1), never guessed.
+    """
+    magic = b"CGMDv2:"
+    try:
+        md = c.consumer_group_metadata()
+    except KafkaException:
+        return -1
+    if not isinstance(md, bytes) or len(md) < len(magic) + 4 or not md.startswith(magic):
+        return -1
+    return struct.unpack_from("=i", md, len(magic))[0]
 
 
 def partitions(tps):
@@ -140,15 +162,15 @@ def group_consume(bootstrap, topic, group, client_id, opts):
     # belongs to the assignment it ends, so it is printed first.
     def on_assign(_c, tps):
         flush()
-        emit({"event": "assigned", "partitions": partitions(tps)})
+        emit({"event": "assigned", "partitions": partitions(tps), "generation": generation(_c)})
 
     def on_revoke(_c, tps):
         flush()
-        emit({"event": "revoked", "partitions": partitions(tps)})
+        emit({"event": "revoked", "partitions": partitions(tps), "generation": generation(_c)})
 
     def on_lost(_c, tps):
         flush()
-        emit({"event": "lost", "partitions": partitions(tps)})
+        emit({"event": "lost", "partitions": partitions(tps), "generation": generation(_c)})
 
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     try:

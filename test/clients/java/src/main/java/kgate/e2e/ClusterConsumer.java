@@ -36,7 +36,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * test/clients/confluent-kafka-python/cluster_consumer.py:
  *
  * <pre>
- * {"event":"assigned"|"revoked"|"lost","partitions":[...]}
+ * {"event":"assigned"|"revoked"|"lost","partitions":[...],"generation":g}   g: the member's generation in the callback
  * {"event":"records","records":[{"p":..,"o":..,"v":"..","t":..},...]}   t: the record's timestamp (ms)
  * {"event":"error","where":"poll"|"commit","code":n,"name":"..","retriable":b,"fatal":false,"message":".."}
  * {"event":"closing"}   stdin reached EOF; the consumer closes (and leaves the group)
@@ -81,13 +81,14 @@ public final class ClusterConsumer {
         return b.append('"').toString();
     }
 
-    static void partitions(String event, Collection<TopicPartition> tps) {
+    static void partitions(String event, Collection<TopicPartition> tps, int generation) {
         List<Integer> ps = new ArrayList<>();
         for (TopicPartition tp : tps) {
             ps.add(tp.partition());
         }
         ps.sort(null);
-        emit("{\"event\":\"" + event + "\",\"partitions\":" + ps.toString().replace(" ", "") + "}");
+        emit("{\"event\":\"" + event + "\",\"partitions\":" + ps.toString().replace(" ", "")
+                + ",\"generation\":" + generation + "}");
     }
 
     static void error(String where, Throwable e) {
@@ -166,21 +167,23 @@ public final class ClusterConsumer {
 
         try {
             consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                // The callbacks run in poll(), after the coordinator set the
+                // generation they belong to (-1 once it was reset).
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> tps) {
                     if (!tps.isEmpty()) {
-                        partitions("revoked", tps);
+                        partitions("revoked", tps, consumer.groupMetadata().generationId());
                     }
                 }
 
                 @Override
                 public void onPartitionsAssigned(Collection<TopicPartition> tps) {
-                    partitions("assigned", tps);
+                    partitions("assigned", tps, consumer.groupMetadata().generationId());
                 }
 
                 @Override
                 public void onPartitionsLost(Collection<TopicPartition> tps) {
-                    partitions("lost", tps);
+                    partitions("lost", tps, consumer.groupMetadata().generationId());
                 }
             });
             long lastCommit = System.nanoTime();
