@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -359,7 +360,7 @@ func TestGracefulLeave(t *testing.T) {
 	p.produce(t, c.nodes, 5, 50)
 
 	f := anyFollower(t, c.nodes, leader)
-	if err := f.n.Leave(); err != nil {
+	if err := f.n.Leave(context.Background()); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
 	rest := without(c.nodes, f)
@@ -595,5 +596,115 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	p.produce(t, alone, 5, 300)
 	if got := len(readAll(t, survivor, "t", 0)); got != 25 {
 		t.Fatalf("recovered node has %d batches, want 25", got)
+	}
+}
+
+// isolateGossip cuts tn off gossip and waits until every node of others
+// holds it failed, as the far side of a partition does until gossip calls
+// it alive again.
+func isolateGossip(t *testing.T, tn *testNode, others []*testNode) {
+	t.Helper()
+	gossipOf(t, tn).isolated.Store(true)
+	for _, o := range others {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d holds node %d failed", o.id, tn.id), func() error {
+			if m, _ := memberState(o, tn.id); m.GossipState != "failed" {
+				return fmt.Errorf("gossip state %q", m.GossipState)
+			}
+			return nil
+		})
+	}
+}
+
+// The leader of five leaves while the others' gossip still holds it failed
+// (as after a partition, before gossip calls the cut-off node alive again):
+// memberlist ignores the leave of a node it holds dead, so the new leader
+// must learn of it another way. The leave returns once the new leader has
+// removed it, and no node counts it as a voter afterwards.
+func TestLeaveWhileGossipHoldsTheLeaverFailed(t *testing.T) {
+	c := newCluster(t, 5, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	rest := without(c.nodes, leader)
+	isolateGossip(t, leader, rest)
+
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		left <- leader.n.Leave(ctx)
+	}()
+	// Gossip heals only once the leave has been announced into the cut
+	// (its broadcasts lost), and is still slow to call the leaver alive.
+	var err error
+	returned, dials := false, int64(-1)
+	eventually(t, 20*time.Second, "the leave announced while cut off", func() error {
+		select {
+		case err = <-left:
+			returned = true
+			return nil
+		default:
+		}
+		switch {
+		case !leader.n.leaving.Load():
+			return errors.New("not leaving yet")
+		case dials < 0:
+			dials = gossipOf(t, leader).blockedDials.Load()
+			return errors.New("leaving")
+		case gossipOf(t, leader).blockedDials.Load() == dials:
+			return errors.New("no dial into the cut since it announced the leave")
+		}
+		return nil
+	})
+	gossipOf(t, leader).isolated.Store(false)
+	if !returned {
+		err = <-left
+	}
+	if err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	votersAre(t, rest, rest)
+	leaderAmong(t, rest)
+	createTopic(t, rest, "t", 1)
+	newProducer("t", 1).produce(t, rest, 3, 50)
+}
+
+// A follower that cannot tell any leader of its leave (cut off gossip)
+// fails the leave with a clear error and stays a voter. It stays marked as
+// leaving: once gossip heals, the leader removes it without another call,
+// and a second leave succeeds.
+func TestLeaveFailsUntilTheLeaderHears(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	var f *testNode
+	for _, tn := range c.nodes {
+		if tn != leader && tn.id != 1 { // node 1 is the seed the others rejoin through
+			f = tn
+			break
+		}
+	}
+	rest := without(c.nodes, f)
+	isolateGossip(t, f, rest)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := f.n.Leave(ctx)
+	if err == nil || !strings.Contains(err.Error(), "still a voter") {
+		t.Fatalf("leave while cut off: %v, want an error saying it is still a voter", err)
+	}
+	votersAre(t, c.nodes, c.nodes)
+
+	gossipOf(t, f).isolated.Store(false)
+	votersAre(t, rest, rest)
+	if err := f.n.Leave(context.Background()); err != nil {
+		t.Fatalf("second leave: %v", err)
+	}
+	for _, tn := range rest {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d reports node %d left", tn.id, f.id), func() error {
+			if m, _ := memberState(tn, f.id); m.GossipState != "left" || m.Voter {
+				return fmt.Errorf("member %+v", m)
+			}
+			return nil
+		})
 	}
 }

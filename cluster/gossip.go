@@ -75,12 +75,25 @@ type gossip struct {
 	// Kafka addresses): work spread over Members compares it to learn that
 	// the spread may have moved, even away and back, since it last looked.
 	version uint64
+	// votersFrom: the Raft voters each leader reported in its last
+	// push-pull with us (pushState.Voters), for a leaving node (Node.Leave).
+	votersFrom map[int32][]int32
+}
+
+// pushState is what a push-pull carries (LocalState): the sender's
+// metadata and, when it leads, its Raft voters, so that a leaving node
+// learns from the leader itself that it has been removed. Older nodes read
+// it as a nodeMeta and ignore the voters.
+type pushState struct {
+	nodeMeta
+	Voters []int32 `json:"voters,omitempty"`
 }
 
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
 
 func startGossip(n *Node) (*gossip, error) {
-	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), changed: make(chan struct{}, 1), members: map[string]*member{}}
+	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), changed: make(chan struct{}, 1), members: map[string]*member{},
+		votersFrom: map[int32][]int32{}}
 	bind := n.cfg.GossipBindAddr
 	if bind == "" {
 		bind = n.cfg.GossipAddr
@@ -123,6 +136,11 @@ func startGossip(n *Node) (*gossip, error) {
 		// Refuse clear messages too: a node without the key gets nothing in.
 		mc.Keyring, mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = kr, true, true
 		g.keyring = kr
+	}
+	if n.cfg.gossipTransport != nil {
+		if mc.Transport, err = n.cfg.gossipTransport(host, port, mc.Logger); err != nil {
+			return nil, fmt.Errorf("gossip on %s: %w", bind, err)
+		}
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -177,31 +195,50 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // LocalState sends our metadata as it is now in every push-pull: the
 // metadata memberlist broadcasts is only as new as the last refresh, and a
 // leader deciding whether to make a node a voter asks it directly
-// (askDirectly) for the truth.
+// (askDirectly) for the truth. A leader adds its voters.
 func (g *gossip) LocalState(join bool) []byte {
-	b, _ := json.Marshal(g.localMeta())
+	ps := pushState{nodeMeta: g.localMeta()}
+	if g.n.raft.State() == raft.Leader {
+		ps.Voters = []int32{}
+		for _, v := range g.n.Voters() {
+			ps.Voters = append(ps.Voters, v.ID)
+		}
+	}
+	b, _ := json.Marshal(ps)
 	return b
 }
 
 // MergeRemoteState takes the sender's current metadata (LocalState): a node
 // of another cluster is forgotten, any other known node's metadata updated.
+// A change wakes the leader's reconcile: a push-pull may be the only way a
+// node's leave reaches a leader that holds it as failed (memberlist
+// ignores a leave of a node it already holds dead).
 func (g *gossip) MergeRemoteState(buf []byte, join bool) {
-	var m nodeMeta
-	if len(buf) == 0 || json.Unmarshal(buf, &m) != nil || m.ID == g.n.cfg.NodeID {
+	var ps pushState
+	if len(buf) == 0 || json.Unmarshal(buf, &ps) != nil || ps.ID == g.n.cfg.NodeID {
 		return
 	}
+	m := ps.nodeMeta
 	name := nodeName(m.ID)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if ours := g.n.clusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
 		if _, ok := g.members[name]; ok {
 			g.log.Warn("refusing a node of another cluster", "node", name, "its_cluster", m.ClusterID, "our_cluster", ours)
 			delete(g.members, name)
 		}
+		g.mu.Unlock()
 		return
 	}
-	if cur, ok := g.members[name]; ok {
-		cur.meta = m
+	if ps.Voters != nil {
+		g.votersFrom[m.ID] = ps.Voters
+	}
+	changed := false
+	if cur, ok := g.members[name]; ok && !cur.meta.equal(m) {
+		cur.meta, changed = m, true
+	}
+	g.mu.Unlock()
+	if changed {
+		g.wake()
 	}
 }
 
@@ -271,12 +308,34 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	}
 	g.members[n.Name] = cur
 	g.mu.Unlock()
+	g.wake()
+}
+
+// wake pokes the membership loop and the leader's voter reconcile.
+func (g *gossip) wake() {
 	for _, ch := range []chan struct{}{g.poke, g.changed} {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// leaderVoters pushes our state to the leader m with a push-pull and
+// returns the voters it answered with; ok is false when it could not be
+// reached or did not answer as the leader.
+func (g *gossip) leaderVoters(m member) (voters []int32, ok bool) {
+	g.mu.Lock()
+	delete(g.votersFrom, m.meta.ID)
+	g.mu.Unlock()
+	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
+		g.log.Debug("telling the leader of our leave", "node", m.meta.ID, "err", err)
+		return nil, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	voters, ok = g.votersFrom[m.meta.ID]
+	return voters, ok
 }
 
 // askDirectly refreshes what we know of m from m itself (a push-pull with

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -60,6 +62,11 @@ func (n *Node) membershipLoop() {
 		}
 		if !n.hasRaftState() {
 			n.tryBootstrap()
+		}
+		if n.leaving.Load() && !n.removed.Load() {
+			// A leave that failed (Leave's ctx ended) goes on: the leader
+			// removes this node as soon as it hears.
+			n.tellLeader()
 		}
 	}
 }
@@ -153,6 +160,14 @@ func (n *Node) reconcile() {
 		}
 		addr, isVoter := voters[id]
 		switch {
+		case m.meta.Leaving:
+			// It announced a graceful leave (Leave): remove it whatever
+			// gossip now says of it. Failed is what a node that held it
+			// dead when the leave came (after a partition) keeps showing,
+			// and one that dies while it waits to be removed shows too.
+			if isVoter {
+				n.removeVoter(id, "left the cluster")
+			}
 		case alive(m.state) && !isVoter && m.meta.Level < n.fsm.FeatureLevel():
 			if !n.refusedOld[m.meta.ID] {
 				n.log.Warn("not adding a voter: its kgate is older than the cluster's feature level",
@@ -243,21 +258,118 @@ func (n *Node) transferLeadership() {
 }
 
 // Leave decommissions this node: leadership is handed over, gossip
-// announces a graceful leave, and the leader removes the node from the
-// voters. A plain stop (Shutdown) keeps the node a voter.
-func (n *Node) Leave() error {
-	if n.raft.State() == raft.Leader {
-		n.transferLeadership()
-	}
+// metadata announces the leave, and once the leader says it has removed
+// this node from the voters, gossip announces a graceful leave. A plain
+// stop (Shutdown) keeps the node a voter.
+//
+// The leader learns of the leave from this node's metadata, which this
+// node also pushes to it directly until it answers that the node is no
+// longer a voter: a leader that holds this node as failed (gossip after a
+// partition can take many seconds to call it alive again) would never hear
+// a leave broadcast, as memberlist ignores the leave of a node it holds
+// dead. If ctx ends first, Leave fails and the node stays a voter; it
+// stays marked as leaving, so any leader that hears of it later removes
+// it, and Leave may be called again.
+func (n *Node) Leave(ctx context.Context) error {
 	if n.gossip == nil {
 		return errors.New("cluster: no gossip to leave")
+	}
+	if n.raft.State() == raft.Leader {
+		n.transferLeadership()
 	}
 	// Announce the leave in our metadata first (see nodeMeta.Leaving):
 	// refresh returns once that broadcast went out, before the leave
 	// message would invalidate it.
 	n.leaving.Store(true)
 	n.gossip.refresh()
+	if err := n.awaitRemoval(ctx); err != nil {
+		return err
+	}
 	return n.gossip.ml.Leave(5 * time.Second)
+}
+
+// awaitRemoval waits until the leader answers that this node is not a
+// voter, telling it of the leave directly every retry interval.
+func (n *Node) awaitRemoval(ctx context.Context) error {
+	retry := time.NewTicker(250 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		if n.raft.State() == raft.Leader {
+			n.transferLeadership()
+		}
+		why := n.tellLeader()
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: node %d is still a voter: %s; it stays marked as leaving (the leader removes it once it hears), retry the leave", n.cfg.NodeID, why)
+		case <-n.stop:
+			return errors.New("cluster: node stopped while leaving")
+		case <-retry.C:
+		}
+	}
+}
+
+// tellLeader pushes this leaving node's state (its metadata says it is
+// leaving) to the leader directly and returns "" once this node is no
+// longer a voter, or why it still is.
+func (n *Node) tellLeader() (why string) {
+	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	voters, ok := n.configuredVoters()
+	switch {
+	case !ok:
+		return "its Raft configuration is unreadable"
+	case !voters[self]:
+		n.removed.Store(true)
+		return "" // never was one, or the removal reached this node
+	case len(voters) == 1:
+		// The last voter: no one is left to remove it. As before, gossip
+		// alone hears of the leave.
+		return ""
+	case n.raft.State() == raft.Leader:
+		return "leadership could not be handed over"
+	}
+	leader, ok := n.gossipOfLeader()
+	if !ok {
+		return "no leader is known to gossip"
+	}
+	lv, ok := n.gossip.leaderVoters(leader)
+	if !ok {
+		return fmt.Sprintf("the leader (node %d) could not be told", leader.meta.ID)
+	}
+	if slices.Contains(lv, n.cfg.NodeID) {
+		return fmt.Sprintf("the leader (node %d) has not removed it yet", leader.meta.ID)
+	}
+	if !n.removed.Swap(true) {
+		n.log.Info("the leader removed this node from the voters", "leader", leader.meta.ID)
+	}
+	return ""
+}
+
+// configuredVoters returns the voters of this node's latest Raft
+// configuration.
+func (n *Node) configuredVoters() (map[raft.ServerID]bool, bool) {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil {
+		return nil, false
+	}
+	out := map[raft.ServerID]bool{}
+	for _, s := range fut.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out[s.ID] = true
+		}
+	}
+	return out, true
+}
+
+// gossipOfLeader is what gossip knows of the node Raft names as leader.
+func (n *Node) gossipOfLeader() (member, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return member{}, false
+	}
+	return n.gossip.member(id)
 }
 
 // Voter is one Raft voter as the admin API reports it.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -55,6 +57,9 @@ type Config struct {
 	transport transportFunc // nil: TCP
 	// wrapStore, when set, wraps the Raft store (tests make writes fail).
 	wrapStore func(logStable) logStable
+	// gossipTransport, when set, makes memberlist's transport (tests cut
+	// gossip with it); nil: memberlist's own UDP and TCP.
+	gossipTransport func(bindAddr string, bindPort int, logger *log.Logger) (memberlist.Transport, error)
 	// MaxFeatureLevel caps the feature level this node reports it
 	// supports (nil: fsm.LatestLevel), which holds the cluster below the
 	// levels above it: tests pose as an older binary with it.
@@ -115,6 +120,7 @@ type Node struct {
 	// before Start has set gossip.
 	linkNames atomic.Pointer[gossip]
 	leaving   atomic.Bool // Leave was called
+	removed   atomic.Bool // while leaving: the leader said this node is no longer a voter
 	notify    chan bool
 	logBytes  atomic.Int64          // Raft log bytes applied since the last snapshot
 	observed  chan raft.Observation // leader changes, for AwaitLeader
