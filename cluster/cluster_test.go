@@ -708,3 +708,80 @@ func TestLeaveFailsUntilTheLeaderHears(t *testing.T) {
 		})
 	}
 }
+
+// suffrageOf is node id's place in tn's Raft configuration.
+func suffrageOf(tn *testNode, id int32) string {
+	m, _ := memberState(tn, id)
+	return m.Suffrage
+}
+
+// A node joins as a non-voter and is promoted once it has caught up; one
+// whose Raft link is down never catches up, stays a non-voter, and the
+// cluster commits all along (as a voter right away it would have been a
+// second voter of two, unreachable: no quorum). Once its link is up it
+// catches up and becomes a voter.
+func TestJoinAsNonVoterUntilCaughtUp(t *testing.T) {
+	for _, size := range []int{1, 3} {
+		t.Run("cluster-of-"+strconv.Itoa(size), func(t *testing.T) {
+			var c *testCluster
+			if size == 1 { // a single node bootstraps alone, joining no one
+				c = &testCluster{t: t, used: map[string]bool{}}
+				t.Cleanup(func() {
+					if t.Failed() {
+						c.dumpLogs()
+					}
+				})
+				c.newNode(1, nil, 1, nil).start(t)
+			} else {
+				c = newCluster(t, size, nil)
+			}
+			leader := leaderAmong(t, c.nodes)
+			votersAre(t, c.nodes, c.nodes)
+			createTopic(t, c.nodes, "t", 1)
+			p := newProducer("t", 1)
+			p.produce(t, c.nodes, 5, 50)
+
+			newcomer := c.newNode(int32(size+1), []string{leader.gossipAddr}, 1, nil)
+			testStartCut.Store(newcomer.raftAddr, true)
+			newcomer.start(t)
+			eventually(t, 20*time.Second, "the leader adds the newcomer as a non-voter", func() error {
+				if s := suffrageOf(leader, newcomer.id); s != "nonvoter" {
+					return fmt.Errorf("suffrage %q", s)
+				}
+				return nil
+			})
+			// Every check finds it behind (it holds nothing), so it is never
+			// promoted; a longer cut would only lengthen Raft's back-off
+			// before it retries the newcomer.
+			behind := func() (sum int64) {
+				for _, tn := range c.nodes[:size] {
+					sum += tn.n.behindChecks.Load()
+				}
+				return sum
+			}
+			before := behind()
+			eventually(t, 30*time.Second, "the leader finds the newcomer behind three times", func() error {
+				if got := behind() - before; got < 3 {
+					return fmt.Errorf("%d checks", got)
+				}
+				return nil
+			})
+			if s := suffrageOf(leaderAmong(t, c.nodes[:size]), newcomer.id); s != "nonvoter" {
+				t.Fatalf("a newcomer that never caught up: suffrage %q, want nonvoter", s)
+			}
+			old := c.nodes[:size]
+			votersAre(t, old, old)
+			p.produce(t, old, 5, 50) // the quorum is the old voters'
+
+			streamOf(t, newcomer.raftAddr).setCut(false)
+			all := c.nodes
+			votersAre(t, all, all)
+			converged(t, all, stateOf(leaderAmong(t, all)))
+			for _, tn := range all {
+				if s := suffrageOf(tn, newcomer.id); s != "voter" {
+					t.Fatalf("node %d reports the newcomer as %q", tn.id, s)
+				}
+			}
+		})
+	}
+}

@@ -75,9 +75,9 @@ type gossip struct {
 	// Kafka addresses): work spread over Members compares it to learn that
 	// the spread may have moved, even away and back, since it last looked.
 	version uint64
-	// votersFrom: the Raft voters each leader reported in its last
-	// push-pull with us (pushState.Voters), for a leaving node (Node.Leave).
-	votersFrom map[int32][]int32
+	// pushed: what each node sent in its last push-pull with us
+	// (pushState), for exchange.
+	pushed map[int32]pushState
 }
 
 // pushState is what a push-pull carries (LocalState): the sender's
@@ -87,13 +87,16 @@ type gossip struct {
 type pushState struct {
 	nodeMeta
 	Voters []int32 `json:"voters,omitempty"`
+	// LastIndex is the sender's Raft log end: the leader promotes a
+	// non-voter once it has caught up (reconcile).
+	LastIndex uint64 `json:"li,omitempty"`
 }
 
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
 
 func startGossip(n *Node) (*gossip, error) {
 	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), changed: make(chan struct{}, 1), members: map[string]*member{},
-		votersFrom: map[int32][]int32{}}
+		pushed: map[int32]pushState{}}
 	bind := n.cfg.GossipBindAddr
 	if bind == "" {
 		bind = n.cfg.GossipAddr
@@ -197,7 +200,7 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // leader deciding whether to make a node a voter asks it directly
 // (askDirectly) for the truth. A leader adds its voters.
 func (g *gossip) LocalState(join bool) []byte {
-	ps := pushState{nodeMeta: g.localMeta()}
+	ps := pushState{nodeMeta: g.localMeta(), LastIndex: g.n.raft.LastIndex()}
 	if g.n.raft.State() == raft.Leader {
 		ps.Voters = []int32{}
 		for _, v := range g.n.Voters() {
@@ -229,9 +232,7 @@ func (g *gossip) MergeRemoteState(buf []byte, join bool) {
 		g.mu.Unlock()
 		return
 	}
-	if ps.Voters != nil {
-		g.votersFrom[m.ID] = ps.Voters
-	}
+	g.pushed[m.ID] = ps
 	changed := false
 	if cur, ok := g.members[name]; ok && !cur.meta.equal(m) {
 		cur.meta, changed = m, true
@@ -321,21 +322,28 @@ func (g *gossip) wake() {
 	}
 }
 
-// leaderVoters pushes our state to the leader m with a push-pull and
-// returns the voters it answered with; ok is false when it could not be
-// reached or did not answer as the leader.
-func (g *gossip) leaderVoters(m member) (voters []int32, ok bool) {
+// exchange pushes our state to m with a push-pull and returns what m sent
+// back; ok is false when it could not be reached.
+func (g *gossip) exchange(m member) (pushState, bool) {
 	g.mu.Lock()
-	delete(g.votersFrom, m.meta.ID)
+	delete(g.pushed, m.meta.ID)
 	g.mu.Unlock()
 	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
-		g.log.Debug("telling the leader of our leave", "node", m.meta.ID, "err", err)
-		return nil, false
+		g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
+		return pushState{}, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	voters, ok = g.votersFrom[m.meta.ID]
-	return voters, ok
+	ps, ok := g.pushed[m.meta.ID]
+	return ps, ok
+}
+
+// leaderVoters pushes our state to the leader m and returns the voters it
+// answered with; ok is false when it could not be reached or did not
+// answer as the leader.
+func (g *gossip) leaderVoters(m member) (voters []int32, ok bool) {
+	ps, ok := g.exchange(m)
+	return ps.Voters, ok && ps.Voters != nil
 }
 
 // askDirectly refreshes what we know of m from m itself (a push-pull with

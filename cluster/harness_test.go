@@ -28,12 +28,16 @@ import (
 // cut, found by the node's Raft address.
 var testStreams sync.Map // Raft address -> *cutStream
 
+// testStartCut: Raft addresses whose transport starts cut off.
+var testStartCut sync.Map
+
 func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
 	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}, connClosed: connClosed}
+	_, s.cut = testStartCut.Load(bind)
 	testStreams.Store(bind, s)
 	return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
 }

@@ -149,6 +149,13 @@ type Node struct {
 	refusedOld map[int32]bool
 	// refusedLink: nodes reconcile has logged as failing LinkTLS (same).
 	refusedLink map[int32]bool
+	// promoting: non-voters reconcile follows toward promotion. It and
+	// the two maps above are reconcile's, under reconcileMu (tests run a
+	// reconcile of their own beside the service's).
+	promoting   map[int32]*catchUp
+	reconcileMu sync.Mutex
+	// behindChecks counts the checks that found a non-voter behind (tests).
+	behindChecks atomic.Int64
 
 	haltOnce sync.Once
 	halted   chan struct{}         // closed when the node halted (Halted)
@@ -170,7 +177,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), raftStopped: make(chan struct{}), halted: make(chan struct{}),
-		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
+		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, promoting: map[int32]*catchUp{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
