@@ -785,3 +785,55 @@ func TestJoinAsNonVoterUntilCaughtUp(t *testing.T) {
 		})
 	}
 }
+
+// A node leaves a cluster whose leader runs a release from before the
+// leader's answer (a rolling upgrade): it leaves by gossip alone, as that
+// release expects, and is removed.
+func TestLeaveUnderAnOlderLeader(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.pushBareMeta = true })
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	f := c.nodes[1] // not node 1, the seed: restarted, it would learn of the others only when they rejoin
+	if f == leader {
+		f = c.nodes[2]
+	}
+	f.stop(t)
+	f.tune = nil // this one runs the new release
+	f.start(t)
+	readyAll(t, c.nodes)
+	eventually(t, 20*time.Second, "an older node leads", func() error {
+		if leaderAmong(t, c.nodes) == f {
+			f.n.transferLeadership()
+			return errors.New("the upgraded node leads")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := f.n.Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	rest := without(c.nodes, f)
+	votersAre(t, rest, rest)
+	if !f.log().contains("the leader runs an older kgate") {
+		t.Fatal("the leaving node did not fall back to a gossip leave")
+	}
+}
+
+// A node of a release from before the progress report joins (as going
+// back to that release does, one node at a time): it reports no progress,
+// so the leader makes it a voter at once, as that release's leaders did.
+func TestOlderNodeJoinsAsVoter(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	older := c.newNode(4, []string{leader.gossipAddr}, 1, func(cfg *Config) { cfg.pushBareMeta = true })
+	older.start(t)
+	votersAre(t, c.nodes, c.nodes)
+	for _, tn := range c.nodes {
+		if tn.log().contains("promoting a non-voter of an older kgate") {
+			return
+		}
+	}
+	t.Fatal("no node's log shows the older node promoted for its release")
+}

@@ -86,7 +86,10 @@ type gossip struct {
 // it as a nodeMeta and ignore the voters.
 type pushState struct {
 	nodeMeta
-	Voters []int32 `json:"voters,omitempty"`
+	// Version is 1 from binaries that send Voters and LastIndex; 0 from
+	// older ones, whose leader cannot confirm a removal (Node.Leave).
+	Version int     `json:"pv,omitempty"`
+	Voters  []int32 `json:"voters,omitempty"`
 	// LastIndex is the sender's Raft log end: the leader promotes a
 	// non-voter once it has caught up (reconcile).
 	LastIndex uint64 `json:"li,omitempty"`
@@ -200,7 +203,11 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // leader deciding whether to make a node a voter asks it directly
 // (askDirectly) for the truth. A leader adds its voters.
 func (g *gossip) LocalState(join bool) []byte {
-	ps := pushState{nodeMeta: g.localMeta(), LastIndex: g.n.raft.LastIndex()}
+	if g.n.cfg.pushBareMeta {
+		b, _ := json.Marshal(g.localMeta())
+		return b
+	}
+	ps := pushState{nodeMeta: g.localMeta(), Version: 1, LastIndex: g.n.raft.LastIndex()}
 	if g.n.raft.State() == raft.Leader {
 		ps.Voters = []int32{}
 		for _, v := range g.n.Voters() {
@@ -340,10 +347,10 @@ func (g *gossip) exchange(m member) (pushState, bool) {
 
 // leaderVoters pushes our state to the leader m and returns the voters it
 // answered with; ok is false when it could not be reached or did not
-// answer as the leader.
-func (g *gossip) leaderVoters(m member) (voters []int32, ok bool) {
+// answer as the leader; older is true when its binary predates the answer.
+func (g *gossip) leaderVoters(m member) (voters []int32, ok, older bool) {
 	ps, ok := g.exchange(m)
-	return ps.Voters, ok && ps.Voters != nil
+	return ps.Voters, ok && ps.Voters != nil, ok && ps.Version == 0
 }
 
 // askDirectly refreshes what we know of m from m itself (a push-pull with

@@ -171,7 +171,7 @@ func (n *Node) reconcile() {
 			delete(n.promoting, m.meta.ID)
 		}
 		switch {
-		case m.meta.Leaving:
+		case m.meta.Leaving && !n.cfg.pushBareMeta:
 			// It announced a graceful leave (Leave): remove it whatever
 			// gossip now says of it. Failed is what a node that held it
 			// dead when the leave came (after a partition) keeps showing,
@@ -247,6 +247,11 @@ func (n *Node) promoteWhenCaughtUp(m member, id raft.ServerID) {
 	commit := n.raft.CommitIndex()
 	ps, ok := n.gossip.exchange(m)
 	switch {
+	case ok && ps.Version == 0:
+		// A release from before pushState reports no progress (an older
+		// binary joining, as going back to it does): make it a voter at
+		// once, as that release's leaders did.
+		n.log.Info("promoting a non-voter of an older kgate, which reports no progress", "node_id", m.meta.ID)
 	case !ok || ps.LastIndex < p.floor || ps.LastIndex+promoteMaxLag < commit:
 		n.behindChecks.Add(1)
 		if !p.since.IsZero() || p.lag == 0 {
@@ -259,8 +264,9 @@ func (n *Node) promoteWhenCaughtUp(m member, id raft.ServerID) {
 		return
 	case time.Since(p.since) < promoteAfter:
 		return
+	default:
+		n.log.Info("promoting a caught-up non-voter to voter", "node_id", m.meta.ID, "its_last_index", ps.LastIndex, "commit_index", commit)
 	}
-	n.log.Info("promoting a caught-up non-voter to voter", "node_id", m.meta.ID, "its_last_index", ps.LastIndex, "commit_index", commit)
 	if err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.RaftAddr), 0, 10*time.Second).Error(); err != nil {
 		n.log.Warn("promote to voter", "node_id", m.meta.ID, "err", err)
 		return
@@ -407,7 +413,15 @@ func (n *Node) tellLeader() (why string) {
 	if !ok {
 		return "no leader is known to gossip"
 	}
-	lv, ok := n.gossip.leaderVoters(leader)
+	lv, ok, older := n.gossip.leaderVoters(leader)
+	if older {
+		// A leader from before this answer (a rolling upgrade) removes a
+		// node once gossip says it left: leave as those releases did.
+		if !n.removed.Swap(true) {
+			n.log.Info("the leader runs an older kgate; leaving by gossip alone", "leader", leader.meta.ID)
+		}
+		return ""
+	}
 	if !ok {
 		return fmt.Sprintf("the leader (node %d) could not be told", leader.meta.ID)
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	transport transportFunc // nil: TCP
 	// wrapStore, when set, wraps the Raft store (tests make writes fail).
 	wrapStore func(logStable) logStable
+	// pushBareMeta poses as a release from before pushState (tests): its
+	// push-pulls carry the metadata alone, and as leader it removes a
+	// leaving node only once gossip says it left.
+	pushBareMeta bool
 	// gossipTransport, when set, makes memberlist's transport (tests cut
 	// gossip with it); nil: memberlist's own UDP and TCP.
 	gossipTransport func(bindAddr string, bindPort int, logger *log.Logger) (memberlist.Transport, error)
@@ -120,12 +124,14 @@ type Node struct {
 	// before Start has set gossip.
 	linkNames atomic.Pointer[gossip]
 	leaving   atomic.Bool // Leave was called
-	removed   atomic.Bool // while leaving: the leader said this node is no longer a voter
-	notify    chan bool
-	logBytes  atomic.Int64          // Raft log bytes applied since the last snapshot
-	observed  chan raft.Observation // leader changes, for AwaitLeader
-	leaderMu  sync.Mutex
-	leaderCh  chan struct{} // closed at the next leader observation
+	// removed: while leaving, nothing more to tell the leader (it said
+	// this node is no longer a voter, or it is too old to say).
+	removed  atomic.Bool
+	notify   chan bool
+	logBytes atomic.Int64          // Raft log bytes applied since the last snapshot
+	observed chan raft.Observation // leader changes, for AwaitLeader
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed at the next leader observation
 	// lastLeader and departed: see noteLeader (guarded by leaderMu).
 	lastLeader raft.ServerID
 	departed   map[int32]time.Time
