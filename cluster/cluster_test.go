@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -359,7 +360,7 @@ func TestGracefulLeave(t *testing.T) {
 	p.produce(t, c.nodes, 5, 50)
 
 	f := anyFollower(t, c.nodes, leader)
-	if err := f.n.Leave(); err != nil {
+	if err := f.n.Leave(context.Background()); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
 	rest := without(c.nodes, f)
@@ -596,4 +597,243 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	if got := len(readAll(t, survivor, "t", 0)); got != 25 {
 		t.Fatalf("recovered node has %d batches, want 25", got)
 	}
+}
+
+// isolateGossip cuts tn off gossip and waits until every node of others
+// holds it failed, as the far side of a partition does until gossip calls
+// it alive again.
+func isolateGossip(t *testing.T, tn *testNode, others []*testNode) {
+	t.Helper()
+	gossipOf(t, tn).isolated.Store(true)
+	for _, o := range others {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d holds node %d failed", o.id, tn.id), func() error {
+			if m, _ := memberState(o, tn.id); m.GossipState != "failed" {
+				return fmt.Errorf("gossip state %q", m.GossipState)
+			}
+			return nil
+		})
+	}
+}
+
+// The leader of five leaves while the others' gossip still holds it failed
+// (as after a partition, before gossip calls the cut-off node alive again):
+// memberlist ignores the leave of a node it holds dead, so the new leader
+// must learn of it another way. The leave returns once the new leader has
+// removed it, and no node counts it as a voter afterwards.
+func TestLeaveWhileGossipHoldsTheLeaverFailed(t *testing.T) {
+	c := newCluster(t, 5, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	rest := without(c.nodes, leader)
+	isolateGossip(t, leader, rest)
+
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		left <- leader.n.Leave(ctx)
+	}()
+	// Gossip heals only once the leave has been announced into the cut
+	// (its broadcasts lost), and is still slow to call the leaver alive.
+	var err error
+	returned, dials := false, int64(-1)
+	eventually(t, 20*time.Second, "the leave announced while cut off", func() error {
+		select {
+		case err = <-left:
+			returned = true
+			return nil
+		default:
+		}
+		switch {
+		case !leader.n.leaving.Load():
+			return errors.New("not leaving yet")
+		case dials < 0:
+			dials = gossipOf(t, leader).blockedDials.Load()
+			return errors.New("leaving")
+		case gossipOf(t, leader).blockedDials.Load() == dials:
+			return errors.New("no dial into the cut since it announced the leave")
+		}
+		return nil
+	})
+	gossipOf(t, leader).isolated.Store(false)
+	if !returned {
+		err = <-left
+	}
+	if err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	votersAre(t, rest, rest)
+	leaderAmong(t, rest)
+	createTopic(t, rest, "t", 1)
+	newProducer("t", 1).produce(t, rest, 3, 50)
+}
+
+// A follower that cannot tell any leader of its leave (cut off gossip)
+// fails the leave with a clear error and stays a voter. It stays marked as
+// leaving: once gossip heals, the leader removes it without another call,
+// and a second leave succeeds.
+func TestLeaveFailsUntilTheLeaderHears(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	var f *testNode
+	for _, tn := range c.nodes {
+		if tn != leader && tn.id != 1 { // node 1 is the seed the others rejoin through
+			f = tn
+			break
+		}
+	}
+	rest := without(c.nodes, f)
+	isolateGossip(t, f, rest)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := f.n.Leave(ctx)
+	if err == nil || !strings.Contains(err.Error(), "still a voter") {
+		t.Fatalf("leave while cut off: %v, want an error saying it is still a voter", err)
+	}
+	votersAre(t, c.nodes, c.nodes)
+
+	gossipOf(t, f).isolated.Store(false)
+	votersAre(t, rest, rest)
+	if err := f.n.Leave(context.Background()); err != nil {
+		t.Fatalf("second leave: %v", err)
+	}
+	for _, tn := range rest {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d reports node %d left", tn.id, f.id), func() error {
+			if m, _ := memberState(tn, f.id); m.GossipState != "left" || m.Voter {
+				return fmt.Errorf("member %+v", m)
+			}
+			return nil
+		})
+	}
+}
+
+// suffrageOf is node id's place in tn's Raft configuration.
+func suffrageOf(tn *testNode, id int32) string {
+	m, _ := memberState(tn, id)
+	return m.Suffrage
+}
+
+// A node joins as a non-voter and is promoted once it has caught up; one
+// whose Raft link is down never catches up, stays a non-voter, and the
+// cluster commits all along (as a voter right away it would have been a
+// second voter of two, unreachable: no quorum). Once its link is up it
+// catches up and becomes a voter.
+func TestJoinAsNonVoterUntilCaughtUp(t *testing.T) {
+	for _, size := range []int{1, 3} {
+		t.Run("cluster-of-"+strconv.Itoa(size), func(t *testing.T) {
+			var c *testCluster
+			if size == 1 { // a single node bootstraps alone, joining no one
+				c = &testCluster{t: t, used: map[string]bool{}}
+				t.Cleanup(func() {
+					if t.Failed() {
+						c.dumpLogs()
+					}
+				})
+				c.newNode(1, nil, 1, nil).start(t)
+			} else {
+				c = newCluster(t, size, nil)
+			}
+			leader := leaderAmong(t, c.nodes)
+			votersAre(t, c.nodes, c.nodes)
+			createTopic(t, c.nodes, "t", 1)
+			p := newProducer("t", 1)
+			p.produce(t, c.nodes, 5, 50)
+
+			newcomer := c.newNode(int32(size+1), []string{leader.gossipAddr}, 1, nil)
+			testStartCut.Store(newcomer.raftAddr, true)
+			newcomer.start(t)
+			eventually(t, 20*time.Second, "the leader adds the newcomer as a non-voter", func() error {
+				if s := suffrageOf(leader, newcomer.id); s != "nonvoter" {
+					return fmt.Errorf("suffrage %q", s)
+				}
+				return nil
+			})
+			// Every check finds it behind (it holds nothing), so it is never
+			// promoted; a longer cut would only lengthen Raft's back-off
+			// before it retries the newcomer.
+			behind := func() (sum int64) {
+				for _, tn := range c.nodes[:size] {
+					sum += tn.n.behindChecks.Load()
+				}
+				return sum
+			}
+			before := behind()
+			eventually(t, 30*time.Second, "the leader finds the newcomer behind three times", func() error {
+				if got := behind() - before; got < 3 {
+					return fmt.Errorf("%d checks", got)
+				}
+				return nil
+			})
+			if s := suffrageOf(leaderAmong(t, c.nodes[:size]), newcomer.id); s != "nonvoter" {
+				t.Fatalf("a newcomer that never caught up: suffrage %q, want nonvoter", s)
+			}
+			old := c.nodes[:size]
+			votersAre(t, old, old)
+			p.produce(t, old, 5, 50) // the quorum is the old voters'
+
+			streamOf(t, newcomer.raftAddr).setCut(false)
+			all := c.nodes
+			votersAre(t, all, all)
+			converged(t, all, stateOf(leaderAmong(t, all)))
+			for _, tn := range all {
+				if s := suffrageOf(tn, newcomer.id); s != "voter" {
+					t.Fatalf("node %d reports the newcomer as %q", tn.id, s)
+				}
+			}
+		})
+	}
+}
+
+// A node leaves a cluster whose leader runs a release from before the
+// leader's answer (a rolling upgrade): it leaves by gossip alone, as that
+// release expects, and is removed.
+func TestLeaveUnderAnOlderLeader(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.pushBareMeta = true })
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	f := c.nodes[1] // not node 1, the seed: restarted, it would learn of the others only when they rejoin
+	if f == leader {
+		f = c.nodes[2]
+	}
+	f.stop(t)
+	f.tune = nil // this one runs the new release
+	f.start(t)
+	readyAll(t, c.nodes)
+	eventually(t, 20*time.Second, "an older node leads", func() error {
+		if leaderAmong(t, c.nodes) == f {
+			f.n.transferLeadership()
+			return errors.New("the upgraded node leads")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := f.n.Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	rest := without(c.nodes, f)
+	votersAre(t, rest, rest)
+	if !f.log().contains("the leader runs an older kgate") {
+		t.Fatal("the leaving node did not fall back to a gossip leave")
+	}
+}
+
+// A node of a release from before the progress report joins (as going
+// back to that release does, one node at a time): it reports no progress,
+// so the leader makes it a voter at once, as that release's leaders did.
+func TestOlderNodeJoinsAsVoter(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	older := c.newNode(4, []string{leader.gossipAddr}, 1, func(cfg *Config) { cfg.pushBareMeta = true })
+	older.start(t)
+	votersAre(t, c.nodes, c.nodes)
+	for _, tn := range c.nodes {
+		if tn.log().contains("promoting a non-voter of an older kgate") {
+			return
+		}
+	}
+	t.Fatal("no node's log shows the older node promoted for its release")
 }

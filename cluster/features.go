@@ -37,7 +37,8 @@ func (n *Node) raiseFeatureLevel(ctx context.Context) error {
 	}
 }
 
-// supportedLevel is the highest level every voter supports; ok is false
+// supportedLevel is the highest level every voter (and every live
+// non-voter) supports; ok is false
 // when some voter's support is unknown. With direct set, each voter is
 // asked itself (a gossip push-pull) first.
 func (n *Node) supportedLevel(direct bool) (fsm.Level, bool) {
@@ -48,7 +49,7 @@ func (n *Node) supportedLevel(direct bool) (fsm.Level, bool) {
 	level := n.maxLevel()
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	for _, s := range fut.Configuration().Servers {
-		if s.ID == self || s.Suffrage != raft.Voter {
+		if s.ID == self {
 			continue
 		}
 		if n.gossip == nil {
@@ -57,6 +58,12 @@ func (n *Node) supportedLevel(direct bool) (fsm.Level, bool) {
 		m, ok := n.gossip.member(s.ID)
 		if ok && direct {
 			m, ok = n.gossip.askDirectly(m)
+		}
+		if s.Suffrage != raft.Voter && (!ok || !alive(m.state)) {
+			// A non-voter replicates the log too, so a live one counts;
+			// one gone away holds nothing up (it is promoted only if its
+			// binary supports the level then).
+			continue
 		}
 		if !ok || !alive(m.state) {
 			return 0, false

@@ -75,12 +75,31 @@ type gossip struct {
 	// Kafka addresses): work spread over Members compares it to learn that
 	// the spread may have moved, even away and back, since it last looked.
 	version uint64
+	// pushed: what each node sent in its last push-pull with us
+	// (pushState), for exchange.
+	pushed map[int32]pushState
+}
+
+// pushState is what a push-pull carries (LocalState): the sender's
+// metadata and, when it leads, its Raft voters, so that a leaving node
+// learns from the leader itself that it has been removed. Older nodes read
+// it as a nodeMeta and ignore the voters.
+type pushState struct {
+	nodeMeta
+	// Version is 1 from binaries that send Voters and LastIndex; 0 from
+	// older ones, whose leader cannot confirm a removal (Node.Leave).
+	Version int     `json:"pv,omitempty"`
+	Voters  []int32 `json:"voters,omitempty"`
+	// LastIndex is the sender's Raft log end: the leader promotes a
+	// non-voter once it has caught up (reconcile).
+	LastIndex uint64 `json:"li,omitempty"`
 }
 
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
 
 func startGossip(n *Node) (*gossip, error) {
-	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), changed: make(chan struct{}, 1), members: map[string]*member{}}
+	g := &gossip{n: n, log: n.log.With("part", "gossip"), poke: make(chan struct{}, 1), changed: make(chan struct{}, 1), members: map[string]*member{},
+		pushed: map[int32]pushState{}}
 	bind := n.cfg.GossipBindAddr
 	if bind == "" {
 		bind = n.cfg.GossipAddr
@@ -123,6 +142,11 @@ func startGossip(n *Node) (*gossip, error) {
 		// Refuse clear messages too: a node without the key gets nothing in.
 		mc.Keyring, mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = kr, true, true
 		g.keyring = kr
+	}
+	if n.cfg.gossipTransport != nil {
+		if mc.Transport, err = n.cfg.gossipTransport(host, port, mc.Logger); err != nil {
+			return nil, fmt.Errorf("gossip on %s: %w", bind, err)
+		}
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -177,31 +201,52 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // LocalState sends our metadata as it is now in every push-pull: the
 // metadata memberlist broadcasts is only as new as the last refresh, and a
 // leader deciding whether to make a node a voter asks it directly
-// (askDirectly) for the truth.
+// (askDirectly) for the truth. A leader adds its voters.
 func (g *gossip) LocalState(join bool) []byte {
-	b, _ := json.Marshal(g.localMeta())
+	if g.n.cfg.pushBareMeta {
+		b, _ := json.Marshal(g.localMeta())
+		return b
+	}
+	ps := pushState{nodeMeta: g.localMeta(), Version: 1, LastIndex: g.n.raft.LastIndex()}
+	if g.n.raft.State() == raft.Leader {
+		ps.Voters = []int32{}
+		for _, v := range g.n.Voters() {
+			ps.Voters = append(ps.Voters, v.ID)
+		}
+	}
+	b, _ := json.Marshal(ps)
 	return b
 }
 
 // MergeRemoteState takes the sender's current metadata (LocalState): a node
 // of another cluster is forgotten, any other known node's metadata updated.
+// A change wakes the leader's reconcile: a push-pull may be the only way a
+// node's leave reaches a leader that holds it as failed (memberlist
+// ignores a leave of a node it already holds dead).
 func (g *gossip) MergeRemoteState(buf []byte, join bool) {
-	var m nodeMeta
-	if len(buf) == 0 || json.Unmarshal(buf, &m) != nil || m.ID == g.n.cfg.NodeID {
+	var ps pushState
+	if len(buf) == 0 || json.Unmarshal(buf, &ps) != nil || ps.ID == g.n.cfg.NodeID {
 		return
 	}
+	m := ps.nodeMeta
 	name := nodeName(m.ID)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if ours := g.n.clusterID(); ours != "" && m.ClusterID != "" && ours != m.ClusterID {
 		if _, ok := g.members[name]; ok {
 			g.log.Warn("refusing a node of another cluster", "node", name, "its_cluster", m.ClusterID, "our_cluster", ours)
 			delete(g.members, name)
 		}
+		g.mu.Unlock()
 		return
 	}
-	if cur, ok := g.members[name]; ok {
-		cur.meta = m
+	g.pushed[m.ID] = ps
+	changed := false
+	if cur, ok := g.members[name]; ok && !cur.meta.equal(m) {
+		cur.meta, changed = m, true
+	}
+	g.mu.Unlock()
+	if changed {
+		g.wake()
 	}
 }
 
@@ -271,12 +316,41 @@ func (g *gossip) record(n *memberlist.Node, state memberlist.NodeStateType) {
 	}
 	g.members[n.Name] = cur
 	g.mu.Unlock()
+	g.wake()
+}
+
+// wake pokes the membership loop and the leader's voter reconcile.
+func (g *gossip) wake() {
 	for _, ch := range []chan struct{}{g.poke, g.changed} {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// exchange pushes our state to m with a push-pull and returns what m sent
+// back; ok is false when it could not be reached.
+func (g *gossip) exchange(m member) (pushState, bool) {
+	g.mu.Lock()
+	delete(g.pushed, m.meta.ID)
+	g.mu.Unlock()
+	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
+		g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
+		return pushState{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ps, ok := g.pushed[m.meta.ID]
+	return ps, ok
+}
+
+// leaderVoters pushes our state to the leader m and returns the voters it
+// answered with; ok is false when it could not be reached or did not
+// answer as the leader; older is true when its binary predates the answer.
+func (g *gossip) leaderVoters(m member) (voters []int32, ok, older bool) {
+	ps, ok := g.exchange(m)
+	return ps.Voters, ok && ps.Voters != nil, ok && ps.Version == 0
 }
 
 // askDirectly refreshes what we know of m from m itself (a push-pull with

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
 	"github.com/kgate/kgate/fsm"
@@ -26,14 +28,77 @@ import (
 // cut, found by the node's Raft address.
 var testStreams sync.Map // Raft address -> *cutStream
 
+// testStartCut: Raft addresses whose transport starts cut off.
+var testStartCut sync.Map
+
 func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
 	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}, connClosed: connClosed}
+	_, s.cut = testStartCut.Load(bind)
 	testStreams.Store(bind, s)
 	return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
+}
+
+// Every node a test starts gets a gossip transport the test can cut off,
+// found by the node's gossip address.
+var testGossip sync.Map // gossip address -> *cutGossip
+
+// cutGossip is memberlist's transport with a switch that cuts the node off
+// gossip: while isolated, nothing it sends and nothing sent to it by the
+// other test nodes gets through (each side drops what it would send).
+// Embedding the Transport interface (not the NetTransport) hides the
+// node-aware methods, so memberlist sends everything through these two.
+type cutGossip struct {
+	memberlist.Transport
+	isolated     atomic.Bool
+	blockedDials atomic.Int64 // TCP exchanges refused by the cut
+}
+
+func cuttableGossip(advertise string) func(string, int, *log.Logger) (memberlist.Transport, error) {
+	return func(bind string, port int, logger *log.Logger) (memberlist.Transport, error) {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{bind}, BindPort: port, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		g := &cutGossip{Transport: nt}
+		testGossip.Store(advertise, g)
+		return g, nil
+	}
+}
+
+func (g *cutGossip) blocked(to string) bool {
+	if g.isolated.Load() {
+		return true
+	}
+	v, ok := testGossip.Load(to)
+	return ok && v.(*cutGossip).isolated.Load()
+}
+
+func (g *cutGossip) WriteTo(b []byte, addr string) (time.Time, error) {
+	if g.blocked(addr) {
+		return time.Now(), nil
+	}
+	return g.Transport.WriteTo(b, addr)
+}
+
+func (g *cutGossip) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	if g.blocked(addr) {
+		g.blockedDials.Add(1)
+		return nil, errors.New("test: gossip cut")
+	}
+	return g.Transport.DialTimeout(addr, timeout)
+}
+
+func gossipOf(t *testing.T, tn *testNode) *cutGossip {
+	t.Helper()
+	v, ok := testGossip.Load(tn.gossipAddr)
+	if !ok {
+		t.Fatalf("no test gossip transport on %s", tn.gossipAddr)
+	}
+	return v.(*cutGossip)
 }
 
 // cutStream is a TCP stream layer that can drop off the network: while cut,
@@ -243,6 +308,7 @@ func (tn *testNode) start(t *testing.T) {
 		GossipProbeInterval: 200 * time.Millisecond,
 		Logger:              logger,
 		transport:           cuttableTransport,
+		gossipTransport:     cuttableGossip(tn.gossipAddr),
 	}
 	if tn.tune != nil {
 		tn.tune(&cfg)

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -61,6 +63,11 @@ func (n *Node) membershipLoop() {
 		if !n.hasRaftState() {
 			n.tryBootstrap()
 		}
+		if n.leaving.Load() && !n.removed.Load() {
+			// A leave that failed (Leave's ctx ended) goes on: the leader
+			// removes this node as soon as it hears.
+			n.tellLeader()
+		}
 	}
 }
 
@@ -69,6 +76,10 @@ func (n *Node) membershipLoop() {
 // second (a fresh node's wait or a dead node's reap time passes without an
 // event).
 func (n *Node) reconcileVoters(ctx context.Context) error {
+	// A non-voter's progress is measured afresh in every term.
+	n.reconcileMu.Lock()
+	clear(n.promoting)
+	n.reconcileMu.Unlock()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -128,18 +139,21 @@ func (n *Node) tryBootstrap() {
 	n.log.Info("bootstrapped the cluster", "voters", len(cfg.Servers))
 }
 
-// reconcile makes the Raft voters match gossip: alive nodes become voters
-// (or get their address fixed), nodes that left are removed, and failed
-// nodes are removed only after DeadNodeReapAfter. The leader never removes
-// itself, and a restart never removes anyone.
+// reconcile makes the Raft voters match gossip: alive nodes join as
+// non-voters and are promoted to voters once caught up (or get their
+// address fixed), nodes that left are removed, and failed nodes are
+// removed only after DeadNodeReapAfter. The leader never removes itself,
+// and a restart never removes anyone.
 func (n *Node) reconcile() {
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
 	fut := n.raft.GetConfiguration()
 	if err := fut.Error(); err != nil {
 		return
 	}
-	voters := map[raft.ServerID]raft.ServerAddress{}
+	servers := map[raft.ServerID]raft.Server{}
 	for _, s := range fut.Configuration().Servers {
-		voters[s.ID] = s.Address
+		servers[s.ID] = s
 	}
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	reap := n.cfg.DeadNodeReapAfter
@@ -151,33 +165,113 @@ func (n *Node) reconcile() {
 		if id == self {
 			continue
 		}
-		addr, isVoter := voters[id]
+		srv, inConfig := servers[id]
+		addr, isVoter := srv.Address, inConfig && srv.Suffrage == raft.Voter
+		if isVoter || !inConfig {
+			delete(n.promoting, m.meta.ID)
+		}
 		switch {
+		case m.meta.Leaving && !n.cfg.pushBareMeta:
+			// It announced a graceful leave (Leave): remove it whatever
+			// gossip now says of it. Failed is what a node that held it
+			// dead when the leave came (after a partition) keeps showing,
+			// and one that dies while it waits to be removed shows too.
+			if inConfig {
+				n.removeVoter(id, "left the cluster")
+			}
 		case alive(m.state) && !isVoter && m.meta.Level < n.fsm.FeatureLevel():
 			if !n.refusedOld[m.meta.ID] {
 				n.log.Warn("not adding a voter: its kgate is older than the cluster's feature level",
 					"node_id", m.meta.ID, "its_level", m.meta.Level, "cluster_level", n.fsm.FeatureLevel())
 				n.refusedOld[m.meta.ID] = true
 			}
-		case alive(m.state) && !isVoter && !n.mayJoin(m):
+		case alive(m.state) && !inConfig && !n.mayJoin(m):
 			// Not yet: it has Raft state but has not shown it is ours.
-		case alive(m.state) && (!isVoter || addr != raft.ServerAddress(m.meta.RaftAddr)) && !n.linkProven(m):
+		case alive(m.state) && (!inConfig || addr != raft.ServerAddress(m.meta.RaftAddr)) && !n.linkProven(m):
 			// Its Raft port does not show a certificate of the cluster's CA
 			// naming it (LinkTLS): a voter no node can replicate to would
 			// only shrink the quorum's margin.
-		case alive(m.state):
-			if !isVoter || addr != raft.ServerAddress(m.meta.RaftAddr) {
+		case alive(m.state) && isVoter:
+			if addr != raft.ServerAddress(m.meta.RaftAddr) {
 				n.log.Info("adding voter", "node_id", m.meta.ID, "raft_addr", m.meta.RaftAddr)
 				if err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.RaftAddr), 0, 10*time.Second).Error(); err != nil {
 					n.log.Warn("add voter", "node_id", m.meta.ID, "err", err)
 				}
 			}
-		case m.state == memberlist.StateLeft && isVoter:
+		case alive(m.state) && (!inConfig || addr != raft.ServerAddress(m.meta.RaftAddr)):
+			// A newcomer replicates as a non-voter first: as a voter right
+			// away it would count toward the quorum before it holds the log
+			// (one voter to two: no quorum until it caught up; one that
+			// cannot catch up would stall the cluster).
+			n.log.Info("adding non-voter", "node_id", m.meta.ID, "raft_addr", m.meta.RaftAddr)
+			delete(n.promoting, m.meta.ID)
+			if err := n.raft.AddNonvoter(id, raft.ServerAddress(m.meta.RaftAddr), 0, 10*time.Second).Error(); err != nil {
+				n.log.Warn("add non-voter", "node_id", m.meta.ID, "err", err)
+			}
+		case alive(m.state):
+			n.promoteWhenCaughtUp(m, id)
+		case m.state == memberlist.StateLeft && inConfig:
 			n.removeVoter(id, "left the cluster")
-		case m.state == memberlist.StateDead && isVoter && time.Since(m.since) > reap:
+		case m.state == memberlist.StateDead && inConfig && time.Since(m.since) > reap:
 			n.removeVoter(id, "failed longer than --dead-node-reap-after")
 		}
 	}
+}
+
+// promoteAfter is how long a non-voter must stay caught up before it is
+// made a voter (autopilot's server stabilization time, shorter: joins here
+// happen with the cluster serving, and the lag is measured directly).
+const promoteAfter = 2 * time.Second
+
+// promoteMaxLag is how many entries a caught-up non-voter may trail the
+// leader's commit index by (appends still in flight under load).
+const promoteMaxLag = 64
+
+// catchUp is a non-voter's progress as the leader's reconcile follows it.
+type catchUp struct {
+	floor uint64    // the leader's commit index when it first saw the non-voter
+	since time.Time // caught up since (zero: not caught up)
+	lag   uint64    // the last lag measured, for the log
+}
+
+// promoteWhenCaughtUp makes the non-voter m a voter once it has held the
+// log up to where it was when the leader first saw it, trails the commit
+// index by at most promoteMaxLag, and has done so for promoteAfter. Its
+// log end comes from the node itself (a push-pull).
+func (n *Node) promoteWhenCaughtUp(m member, id raft.ServerID) {
+	p := n.promoting[m.meta.ID]
+	if p == nil {
+		p = &catchUp{floor: n.raft.CommitIndex()}
+		n.promoting[m.meta.ID] = p
+	}
+	commit := n.raft.CommitIndex()
+	ps, ok := n.gossip.exchange(m)
+	switch {
+	case ok && ps.Version == 0:
+		// A release from before pushState reports no progress (an older
+		// binary joining, as going back to it does): make it a voter at
+		// once, as that release's leaders did.
+		n.log.Info("promoting a non-voter of an older kgate, which reports no progress", "node_id", m.meta.ID)
+	case !ok || ps.LastIndex < p.floor || ps.LastIndex+promoteMaxLag < commit:
+		n.behindChecks.Add(1)
+		if !p.since.IsZero() || p.lag == 0 {
+			n.log.Info("non-voter not caught up; not promoting it yet", "node_id", m.meta.ID, "its_last_index", ps.LastIndex, "commit_index", commit, "reached", ok)
+		}
+		p.since, p.lag = time.Time{}, max(1, commit-min(commit, ps.LastIndex))
+		return
+	case p.since.IsZero():
+		p.since = time.Now()
+		return
+	case time.Since(p.since) < promoteAfter:
+		return
+	default:
+		n.log.Info("promoting a caught-up non-voter to voter", "node_id", m.meta.ID, "its_last_index", ps.LastIndex, "commit_index", commit)
+	}
+	if err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.RaftAddr), 0, 10*time.Second).Error(); err != nil {
+		n.log.Warn("promote to voter", "node_id", m.meta.ID, "err", err)
+		return
+	}
+	delete(n.promoting, m.meta.ID)
 }
 
 // mayJoin reports whether a node that is not a voter may become one: a
@@ -243,21 +337,126 @@ func (n *Node) transferLeadership() {
 }
 
 // Leave decommissions this node: leadership is handed over, gossip
-// announces a graceful leave, and the leader removes the node from the
-// voters. A plain stop (Shutdown) keeps the node a voter.
-func (n *Node) Leave() error {
-	if n.raft.State() == raft.Leader {
-		n.transferLeadership()
-	}
+// metadata announces the leave, and once the leader says it has removed
+// this node from the voters, gossip announces a graceful leave. A plain
+// stop (Shutdown) keeps the node a voter.
+//
+// The leader learns of the leave from this node's metadata, which this
+// node also pushes to it directly until it answers that the node is no
+// longer a voter: a leader that holds this node as failed (gossip after a
+// partition can take many seconds to call it alive again) would never hear
+// a leave broadcast, as memberlist ignores the leave of a node it holds
+// dead. If ctx ends first, Leave fails and the node stays a voter; it
+// stays marked as leaving, so any leader that hears of it later removes
+// it, and Leave may be called again.
+func (n *Node) Leave(ctx context.Context) error {
 	if n.gossip == nil {
 		return errors.New("cluster: no gossip to leave")
+	}
+	if n.raft.State() == raft.Leader {
+		n.transferLeadership()
 	}
 	// Announce the leave in our metadata first (see nodeMeta.Leaving):
 	// refresh returns once that broadcast went out, before the leave
 	// message would invalidate it.
 	n.leaving.Store(true)
 	n.gossip.refresh()
+	if err := n.awaitRemoval(ctx); err != nil {
+		return err
+	}
 	return n.gossip.ml.Leave(5 * time.Second)
+}
+
+// awaitRemoval waits until the leader answers that this node is not a
+// voter, telling it of the leave directly every retry interval.
+func (n *Node) awaitRemoval(ctx context.Context) error {
+	retry := time.NewTicker(250 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		if n.raft.State() == raft.Leader {
+			n.transferLeadership()
+		}
+		why := n.tellLeader()
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: node %d is still a voter: %s; it stays marked as leaving (the leader removes it once it hears), retry the leave", n.cfg.NodeID, why)
+		case <-n.stop:
+			return errors.New("cluster: node stopped while leaving")
+		case <-retry.C:
+		}
+	}
+}
+
+// tellLeader pushes this leaving node's state (its metadata says it is
+// leaving) to the leader directly and returns "" once this node is no
+// longer a voter, or why it still is.
+func (n *Node) tellLeader() (why string) {
+	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	voters, ok := n.configuredVoters()
+	switch {
+	case !ok:
+		return "its Raft configuration is unreadable"
+	case !voters[self]:
+		n.removed.Store(true)
+		return "" // never was one, or the removal reached this node
+	case len(voters) == 1:
+		// The last voter: no one is left to remove it. As before, gossip
+		// alone hears of the leave.
+		return ""
+	case n.raft.State() == raft.Leader:
+		return "leadership could not be handed over"
+	}
+	leader, ok := n.gossipOfLeader()
+	if !ok {
+		return "no leader is known to gossip"
+	}
+	lv, ok, older := n.gossip.leaderVoters(leader)
+	if older {
+		// A leader from before this answer (a rolling upgrade) removes a
+		// node once gossip says it left: leave as those releases did.
+		if !n.removed.Swap(true) {
+			n.log.Info("the leader runs an older kgate; leaving by gossip alone", "leader", leader.meta.ID)
+		}
+		return ""
+	}
+	if !ok {
+		return fmt.Sprintf("the leader (node %d) could not be told", leader.meta.ID)
+	}
+	if slices.Contains(lv, n.cfg.NodeID) {
+		return fmt.Sprintf("the leader (node %d) has not removed it yet", leader.meta.ID)
+	}
+	if !n.removed.Swap(true) {
+		n.log.Info("the leader removed this node from the voters", "leader", leader.meta.ID)
+	}
+	return ""
+}
+
+// configuredVoters returns the voters of this node's latest Raft
+// configuration.
+func (n *Node) configuredVoters() (map[raft.ServerID]bool, bool) {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil {
+		return nil, false
+	}
+	out := map[raft.ServerID]bool{}
+	for _, s := range fut.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out[s.ID] = true
+		}
+	}
+	return out, true
+}
+
+// gossipOfLeader is what gossip knows of the node Raft names as leader.
+func (n *Node) gossipOfLeader() (member, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return member{}, false
+	}
+	return n.gossip.member(id)
 }
 
 // Voter is one Raft voter as the admin API reports it.
@@ -297,6 +496,10 @@ type MemberInfo struct {
 	GossipState string `json:"gossip_state"`
 	Voter       bool   `json:"voter"`
 	Leader      bool   `json:"leader"`
+	// Suffrage is the node's place in the Raft configuration: "voter",
+	// "nonvoter" (a newcomer catching up before the leader promotes it) or
+	// "none".
+	Suffrage string `json:"suffrage"`
 }
 
 // Members lists every node known to gossip or to Raft, by node id.
@@ -315,16 +518,29 @@ func (n *Node) Members() []MemberInfo {
 				GossipAddr: m.gossipAddr, AdminAddr: m.meta.AdminAddr, GossipState: stateName(m.state)}
 		}
 	}
-	for _, v := range n.Voters() {
-		mi := byID[v.ID]
-		if mi == nil {
-			mi = &MemberInfo{ID: v.ID, RaftAddr: v.Address, GossipState: "unknown"}
-			byID[v.ID] = mi
+	if fut := n.raft.GetConfiguration(); fut.Error() == nil {
+		for _, s := range fut.Configuration().Servers {
+			id, err := strconv.Atoi(string(s.ID))
+			if err != nil {
+				continue
+			}
+			mi := byID[int32(id)]
+			if mi == nil {
+				mi = &MemberInfo{ID: int32(id), RaftAddr: string(s.Address), GossipState: "unknown"}
+				byID[int32(id)] = mi
+			}
+			mi.Voter = s.Suffrage == raft.Voter
+			mi.Suffrage = "nonvoter"
+			if mi.Voter {
+				mi.Suffrage = "voter"
+			}
 		}
-		mi.Voter = true
 	}
 	out := make([]MemberInfo, 0, len(byID))
 	for _, mi := range byID {
+		if mi.Suffrage == "" {
+			mi.Suffrage = "none"
+		}
 		mi.Leader = hasLeader && mi.ID == leader
 		out = append(out, *mi)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -55,6 +57,13 @@ type Config struct {
 	transport transportFunc // nil: TCP
 	// wrapStore, when set, wraps the Raft store (tests make writes fail).
 	wrapStore func(logStable) logStable
+	// pushBareMeta poses as a release from before pushState (tests): its
+	// push-pulls carry the metadata alone, and as leader it removes a
+	// leaving node only once gossip says it left.
+	pushBareMeta bool
+	// gossipTransport, when set, makes memberlist's transport (tests cut
+	// gossip with it); nil: memberlist's own UDP and TCP.
+	gossipTransport func(bindAddr string, bindPort int, logger *log.Logger) (memberlist.Transport, error)
 	// MaxFeatureLevel caps the feature level this node reports it
 	// supports (nil: fsm.LatestLevel), which holds the cluster below the
 	// levels above it: tests pose as an older binary with it.
@@ -115,11 +124,14 @@ type Node struct {
 	// before Start has set gossip.
 	linkNames atomic.Pointer[gossip]
 	leaving   atomic.Bool // Leave was called
-	notify    chan bool
-	logBytes  atomic.Int64          // Raft log bytes applied since the last snapshot
-	observed  chan raft.Observation // leader changes, for AwaitLeader
-	leaderMu  sync.Mutex
-	leaderCh  chan struct{} // closed at the next leader observation
+	// removed: while leaving, nothing more to tell the leader (it said
+	// this node is no longer a voter, or it is too old to say).
+	removed  atomic.Bool
+	notify   chan bool
+	logBytes atomic.Int64          // Raft log bytes applied since the last snapshot
+	observed chan raft.Observation // leader changes, for AwaitLeader
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed at the next leader observation
 	// lastLeader and departed: see noteLeader (guarded by leaderMu).
 	lastLeader raft.ServerID
 	departed   map[int32]time.Time
@@ -143,6 +155,13 @@ type Node struct {
 	refusedOld map[int32]bool
 	// refusedLink: nodes reconcile has logged as failing LinkTLS (same).
 	refusedLink map[int32]bool
+	// promoting: non-voters reconcile follows toward promotion. It and
+	// the two maps above are reconcile's, under reconcileMu (tests run a
+	// reconcile of their own beside the service's).
+	promoting   map[int32]*catchUp
+	reconcileMu sync.Mutex
+	// behindChecks counts the checks that found a non-voter behind (tests).
+	behindChecks atomic.Int64
 
 	haltOnce sync.Once
 	halted   chan struct{}         // closed when the node halted (Halted)
@@ -164,7 +183,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), raftStopped: make(chan struct{}), halted: make(chan struct{}),
-		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, connEnded: make(chan struct{}, 1)}
+		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, promoting: map[int32]*catchUp{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

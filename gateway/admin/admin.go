@@ -280,8 +280,14 @@ func (s *Server) listGroups(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
 }
 
-func (s *Server) leave(w http.ResponseWriter, _ *http.Request) {
-	if err := s.node.Leave(); err != nil {
+// leaveWithin bounds how long POST /v1/leave waits for the leader to remove
+// the node, within kgate leave's default --timeout (10 s).
+const leaveWithin = 8 * time.Second
+
+func (s *Server) leave(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), leaveWithin)
+	defer cancel()
+	if err := s.node.Leave(ctx); err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
 	}

@@ -56,7 +56,7 @@ function renderCluster(c) {
   document.getElementById("nodes-alive").textContent = alive + " / " + c.nodes.length;
   fill(document.querySelector("#nodes tbody"), c.nodes.map((n) => {
     const here = n.admin_addr === location.host ? el("span", { class: "this" }, " (this page)") : null;
-    const role = n.leader ? el("span", { class: "role-leader" }, "leader") : n.voter ? "voter" : "not a voter";
+    const role = n.leader ? el("span", { class: "role-leader" }, "leader") : n.voter ? "voter" : n.suffrage === "nonvoter" ? "non-voter, catching up" : "not a voter";
     const admin = n.admin_addr ? el("a", { href: "http://" + n.admin_addr + "/" }, n.admin_addr) : "–";
     return el("tr", { "data-node": n.id },
       el("td", {}, "node " + n.id, here),
