@@ -837,3 +837,54 @@ func TestOlderNodeJoinsAsVoter(t *testing.T) {
 	}
 	t.Fatal("no node's log shows the older node promoted for its release")
 }
+
+// A node cut off gossip until the others hold it failed is called alive
+// again once the cut heals, without the next rejoin of the seeds (an hour
+// away here): every node asks the failed servers of the Raft
+// configuration directly (reviveFailedServers). Until then Metadata would
+// leave it out of the brokers.
+func TestFailedServerCalledAliveAfterTheCutHeals(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RejoinInterval = time.Hour })
+	leader := leaderAmong(t, c.nodes)
+	f := anyFollower(t, c.nodes, leader)
+	isolateGossip(t, f, without(c.nodes, f))
+	gossipOf(t, f).isolated.Store(false)
+	for _, o := range c.nodes {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d sees every node alive", o.id), func() error {
+			for _, p := range c.nodes {
+				if p == o {
+					continue
+				}
+				if m, _ := memberState(o, p.id); m.GossipState != "alive" {
+					return fmt.Errorf("node %d: gossip state %q", p.id, m.GossipState)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// While gossip holds the leader failed but Raft is in contact with it (a
+// leader elected just as a partition healed), the followers still list it
+// among the brokers and name it as the serving leader.
+func TestLeaderListedWhileGossipHoldsItFailed(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RejoinInterval = time.Hour })
+	leader := leaderAmong(t, c.nodes)
+	rest := without(c.nodes, leader)
+	isolateGossip(t, leader, rest)
+	for _, o := range rest {
+		eventually(t, 10*time.Second, fmt.Sprintf("node %d names leader %d", o.id, leader.id), func() error {
+			info, ok := o.n.ServingLeader()
+			if !ok || info.ID != leader.id {
+				return fmt.Errorf("serving leader %+v, %v", info, ok)
+			}
+			for _, b := range o.n.Brokers() {
+				if b.ID == leader.id {
+					return nil
+				}
+			}
+			return fmt.Errorf("brokers %+v lack the leader", o.n.Brokers())
+		})
+	}
+	gossipOf(t, leader).isolated.Store(false)
+}

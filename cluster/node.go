@@ -299,8 +299,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		}
 		n.linkNames.Store(n.gossip)
 		n.gossip.join(cfg.Join)
-		n.wg.Add(1)
+		n.wg.Add(2)
 		go n.membershipLoop()
+		go n.reviveFailedServers()
 		n.RunWhileLeader("voter reconcile", n.reconcileVoters)
 	}
 	n.RunWhileLeader("feature level", n.raiseFeatureLevel)
@@ -641,16 +642,24 @@ func (n *Node) Self() NodeInfo {
 // ClusterID is the replicated cluster id ("" until the first leader set it).
 func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 
-// Brokers lists the live nodes, by node id: this one and every node gossip
-// sees alive (or merely suspected).
+// Brokers lists the live nodes, by node id: this one, every node gossip
+// sees alive (or merely suspected) and the leader in contact.
 func (n *Node) Brokers() []NodeInfo {
 	out := []NodeInfo{n.Self()}
 	if n.gossip == nil {
 		return out
 	}
 	lost := n.lostLeader()
+	// The leader this node is in Raft contact with is listed even while
+	// gossip still holds it failed (a leader elected just after a
+	// partition healed, before gossip called it alive again): clients
+	// must be able to reach the coordinator.
+	leader, inContact := n.leaderID()
 	for _, m := range n.gossip.snapshot() {
-		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || !alive(m.state) || n.departedHidden(m) {
+		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || n.departedHidden(m) {
+			continue
+		}
+		if !alive(m.state) && (!inContact || m.meta.ID != leader) {
 			continue
 		}
 		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})

@@ -1,0 +1,58 @@
+package cluster
+
+import (
+	"strconv"
+	"time"
+)
+
+// reviveEvery is how often reviveFailedServers asks failed servers.
+const reviveEvery = time.Second
+
+// reviveFailedServers asks every server of the Raft configuration that
+// gossip holds failed or dead for its state directly (a push-pull, as a
+// rejoin does), once a second. After a partition heals, gossip alone calls
+// the cut-off nodes alive again only at the next rejoin of the seeds
+// (--rejoin-interval, 30 s): memberlist neither probes nor push-pulls with
+// a node it holds dead, and the broadcasts that said so were spent while
+// the cut held. Meanwhile Metadata lists fewer brokers than there are
+// (the chaos campaign saw a single one, which the Java client then kept
+// to), and a healed leader is not named to clients. A push-pull lets each
+// side learn that the other holds it dead and refute it; the next one
+// carries the refutation back. A node that is really down refuses the
+// connection at once; one behind a black hole holds this loop for up to
+// memberlist's TCP timeout, which delays only the next round.
+func (n *Node) reviveFailedServers() {
+	defer n.wg.Done()
+	tick := time.NewTicker(reviveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		fut := n.raft.GetConfiguration()
+		if fut.Error() != nil {
+			continue
+		}
+		servers := map[int32]bool{}
+		for _, s := range fut.Configuration().Servers {
+			if id, err := strconv.Atoi(string(s.ID)); err == nil {
+				servers[int32(id)] = true
+			}
+		}
+		for _, m := range n.gossip.snapshot() {
+			if alive(m.state) || m.meta.ID == n.cfg.NodeID || m.meta.Leaving || !servers[m.meta.ID] {
+				continue
+			}
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if _, ok := n.gossip.askDirectly(m); ok {
+				n.log.Debug("asked a node gossip holds failed for its state", "node", m.meta.ID)
+			}
+		}
+	}
+}
