@@ -27,12 +27,14 @@
 #   txn      Transactional produce beside idempotent produce, 1 KiB records,
 #            8 partitions, one producer, against one kgate node, three kgate
 #            nodes (scripts/bench-node.sh) and a local Apache Kafka broker
-#            (scripts/kafka-broker.sh), each started fresh in turn: against
-#            each, kgate-bench streaming idempotent records, then flushing
-#            and waiting after each 100 (-flush-records 100), then
-#            committing a transaction of each 100 (-txn-records 100); one
-#            table with the ratios (transactional against idempotent on the
-#            same server, kgate against Kafka).
+#            (scripts/kafka-broker.sh), then that broker again formatted
+#            with transaction.version=1 (the classic protocol, as kgate
+#            offers; Kafka's default for a new cluster is 2), each started
+#            fresh in turn: against each, kgate-bench streaming idempotent
+#            records, then flushing and waiting after each 100
+#            (-flush-records 100), then committing a transaction of each 100
+#            (-txn-records 100); one table with the ratios (transactional
+#            against idempotent on the same server, kgate against Kafka).
 #
 # Finally prints every result. Everything started is stopped on exit,
 # including on Ctrl-C. Exits non-zero if any benchmark failed.
@@ -388,6 +390,14 @@ section_txn() {
 		FAILED=1
 	fi
 	stop_kafka
+	KAFKA_STARTED=1
+	if addr="$(KAFKA_FEATURES=transaction.version=1 scripts/kafka-broker.sh start "$WORK/kafka")"; then
+		txn_runs kafka-tv1 "$addr" kafka-tv1
+	else
+		log "the Kafka broker (transaction.version=1) did not start"
+		FAILED=1
+	fi
+	stop_kafka
 	txn_table >"$WORK/txn-table.out"
 }
 
@@ -395,29 +405,32 @@ section_txn() {
 # server, the transactions' rate and commit latency (Flush plus
 # EndTransaction), and the ratios.
 txn_table() {
-	local t name idem flush txn kidem kflush ktxn
+	local t name idem flush txn kidem kflush ktxn ktxn1
 	kidem="$(kg txn-kafka-idem 8 produce_records_per_sec)"
 	kflush="$(kg txn-kafka-flush 8 produce_records_per_sec)"
 	ktxn="$(kg txn-kafka-txn 8 produce_records_per_sec)"
-	echo "| server | idempotent rec/s | idempotent, flush each 100, rec/s | transactional rec/s (MiB/s) | transactions/s | commit p50 / p99 ms | txn / flush-100 | txn / idempotent | vs Kafka: idempotent, flush-100, txn |"
-	echo "|---|---|---|---|---|---|---|---|---|"
-	for t in one three kafka; do
+	ktxn1="$(kg txn-kafka-tv1-txn 8 produce_records_per_sec)"
+	echo "| server | idempotent rec/s | idempotent, flush each 100, rec/s | transactional rec/s (MiB/s) | transactions/s | commit p50 / p99 ms | txn / flush-100 | txn / idempotent | vs Kafka: idempotent, flush-100, txn | txn vs Kafka, transaction.version=1 |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	for t in one three kafka kafka-tv1; do
 		case "$t" in
 		one) name="kgate, one node" ;;
 		three) name="kgate, three nodes" ;;
 		kafka) name="Apache Kafka, one broker" ;;
+		kafka-tv1) name="Apache Kafka, one broker, transaction.version=1" ;;
 		esac
 		idem="$(kg "txn-$t-idem" 8 produce_records_per_sec)"
 		flush="$(kg "txn-$t-flush" 8 produce_records_per_sec)"
 		txn="$(kg "txn-$t-txn" 8 produce_records_per_sec)"
-		printf '| %s | %s | %s | %s (%s) | %s | %s / %s | %s | %s | %s |\n' "$name" \
+		printf '| %s | %s | %s | %s (%s) | %s | %s / %s | %s | %s | %s | %s |\n' "$name" \
 			"$(num "$idem")" "$(num "$flush")" "$(num "$txn")" "$(num1 "$(kg "txn-$t-txn" 8 produce_mib_per_sec)")" \
 			"$(num "$(kg "txn-$t-txn" 8 batches_per_sec)")" \
 			"$(kg "txn-$t-txn" 8 commit_latency_p50_ms)" "$(kg "txn-$t-txn" 8 commit_latency_p99_ms)" \
 			"$(ratio "$txn" "$flush")" "$(ratio "$txn" "$idem")" \
-			"$([[ $t == kafka ]] && echo "-" || echo "$(ratio "$idem" "$kidem"), $(ratio "$flush" "$kflush"), $(ratio "$txn" "$ktxn")")"
+			"$([[ $t == kafka* ]] && echo "-" || echo "$(ratio "$idem" "$kidem"), $(ratio "$flush" "$kflush"), $(ratio "$txn" "$ktxn")")" \
+			"$([[ $t == kafka-tv1 ]] && echo "-" || ratio "$txn" "$ktxn1")"
 	done
-	for t in one three kafka; do
+	for t in one three kafka kafka-tv1; do
 		for m in idem flush txn; do
 			[[ -s "$WORK/txn-$t-$m.json" ]] || echo "txn-$t-$m: no result"
 			[[ -s "$WORK/txn-$t-$m.json" ]] && jq -r '.[] | select(.ok | not) | "\(.label) \(.topic): FAIL: \(.error)"' "$WORK/txn-$t-$m.json"
