@@ -285,6 +285,21 @@ func (f *FSM) ExtLastStableOffset(tp TopicPartition, hw int64) int64 {
 	return hw
 }
 
+// ExtOpenTxns lists an external partition's open transactions: producer
+// id → the partition's next offset when the partition joined it (the
+// transaction's records come at or after it).
+func (f *FSM) ExtOpenTxns(tp TopicPartition) map[int64]int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[int64]int64{}
+	if p := f.ext[tp]; p != nil {
+		for pid, first := range p.ongoing {
+			out[pid] = first
+		}
+	}
+	return out
+}
+
 // ExtAbortedTxns lists an external partition's aborted transactions with
 // records in [from, to), oldest first.
 func (f *FSM) ExtAbortedTxns(tp TopicPartition, from, to int64) []AbortedTxn {

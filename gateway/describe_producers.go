@@ -27,8 +27,9 @@ type ProducerState struct {
 
 // DescribeProducers reports the idempotence state the partition's replica
 // here keeps and the start of each producer's open transaction; the
-// coordinator epoch is -1 unless a WriteTxnMarkers marker set one. A backend without such state (Iggy) has no
-// producers to report.
+// coordinator epoch is -1 unless a WriteTxnMarkers marker set one. On Iggy
+// the sequences are known where the partition is written (its leader) and
+// the open transactions everywhere (iggybackend.Backend.Producers).
 func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
@@ -58,8 +59,7 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Reply {
 				// Every voter holds a replica of the partition's producer
 				// state, and Kafka answers from any replica's log: so does
 				// every node here (kafka-transactions find-hanging
-				// --broker-id asks each broker about its replicas). Iggy
-				// keeps none: an empty list on every node.
+				// --broker-id asks each broker about its replicas).
 				states, err := pd.Producers(t.Topic, p)
 				rp.ErrorCode = ErrorCode(err)
 				for _, st := range states {

@@ -24,18 +24,36 @@
 #            (acks=all, 1 KiB records, 8 partitions), then kgate-bench
 #            failover (BENCH_KILLS SIGKILLs of the leader under a live
 #            consumer group, each node restarted on its data directory).
+#   txn      Transactional produce beside idempotent produce, 1 KiB records,
+#            8 partitions, one producer, against one kgate node, three kgate
+#            nodes (scripts/bench-node.sh) and a local Apache Kafka broker
+#            (scripts/kafka-broker.sh), then that broker again formatted
+#            with transaction.version=1 (the classic protocol, as kgate
+#            offers; Kafka's default for a new cluster is 2), each started
+#            fresh in turn: against each, kgate-bench streaming idempotent
+#            records, then flushing and waiting after each 100
+#            (-flush-records 100), then committing a transaction of each 100
+#            (-txn-records 100); one table with the ratios (transactional
+#            against idempotent on the same server, kgate against Kafka).
 #
 # Finally prints every result. Everything started is stopped on exit,
 # including on Ctrl-C. Exits non-zero if any benchmark failed.
 #
 # Environment:
-#   BENCH_SECTIONS        sections to run, in order (default "produce groups cluster")
+#   BENCH_SECTIONS        sections to run, in order (default "produce groups cluster txn")
 #   BENCH_TARGETS         targets of the produce section, in order (default "kgate kgate-sasl-ssl kafka")
 #   BENCH_KILLS           leader kills of the failover benchmark (default 20)
 #   BENCH_CLUSTER_RECORDS records of the three-node produce run (default 200000)
 #   BENCH_JOINSTORM_ARGS, BENCH_GROUPS_ARGS, BENCH_FAILOVER_ARGS
 #                         extra flags for those kgate-bench subcommands
+#   BENCH_TXN_RECORDS     records of each run of the txn section (default 100000)
+#   BENCH_TXN_ARGS        extra kgate-bench flags for the txn section's runs
+#                         (default "-warmup 20000")
+#   BENCH_KGATE_PORT_BASE the single node's ports: Kafka BASE, Raft BASE+1,
+#                         gossip BASE+2, admin BASE+3 (default 29092)
 #   BENCH_CLUSTER_PORT_BASE  the cluster's ports (see scripts/bench-node.sh; default 29100)
+#   KAFKA_BROKER_PORT, KAFKA_CONTROLLER_PORT  the Kafka broker's (see
+#                         scripts/kafka-broker.sh)
 #   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
 #   BENCH_IGGY_SERVER     real iggy-server version of the iggy section, unpacked
 #                         from ../shared/iggy (IGGY_SHARED) by scripts/iggy-bin.sh
@@ -56,16 +74,21 @@ readonly SCRIPT_DIR REPO_ROOT
 cd "$REPO_ROOT"
 
 readonly HOST=127.0.0.1
-readonly KGATE_KAFKA_PORT=29092
-readonly KGATE_ADMIN_PORT=29095
+readonly KGATE_PORT_BASE="${BENCH_KGATE_PORT_BASE:-29092}"
+readonly KGATE_KAFKA_PORT="$KGATE_PORT_BASE"
+readonly KGATE_RAFT_PORT=$((KGATE_PORT_BASE + 1))
+readonly KGATE_GOSSIP_PORT=$((KGATE_PORT_BASE + 2))
+readonly KGATE_ADMIN_PORT=$((KGATE_PORT_BASE + 3))
 readonly KGATE_START_TIMEOUT="${KGATE_START_TIMEOUT:-60}"
 readonly STOP_TIMEOUT=30
-read -r -a SECTIONS <<<"${BENCH_SECTIONS:-produce groups cluster}"
+read -r -a SECTIONS <<<"${BENCH_SECTIONS:-produce groups cluster txn}"
 read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kgate-sasl-ssl kafka}"
 read -r -a JOINSTORM_ARGS <<<"${BENCH_JOINSTORM_ARGS:-}"
 read -r -a GROUPS_ARGS <<<"${BENCH_GROUPS_ARGS:-}"
 read -r -a FAILOVER_ARGS <<<"${BENCH_FAILOVER_ARGS:-}"
-readonly SECTIONS TARGETS JOINSTORM_ARGS GROUPS_ARGS FAILOVER_ARGS
+read -r -a TXN_ARGS <<<"${BENCH_TXN_ARGS--warmup 20000}"
+readonly SECTIONS TARGETS JOINSTORM_ARGS GROUPS_ARGS FAILOVER_ARGS TXN_ARGS
+readonly TXN_RECORDS="${BENCH_TXN_RECORDS:-100000}"
 readonly KILLS="${BENCH_KILLS:-20}"
 readonly CLUSTER_RECORDS="${BENCH_CLUSTER_RECORDS:-200000}"
 export BENCH_CLUSTER_NODES=3
@@ -175,7 +198,7 @@ bench() {
 # directory with the extra flags and waits until it is ready; sets KGATE_PID.
 start_kgate() {
 	local deadline p
-	for p in "$KGATE_KAFKA_PORT" 29093 29094 "$KGATE_ADMIN_PORT"; do
+	for p in "$KGATE_KAFKA_PORT" "$KGATE_RAFT_PORT" "$KGATE_GOSSIP_PORT" "$KGATE_ADMIN_PORT"; do
 		port_open "$p" && die "port $HOST:$p is already in use"
 	done
 	rm -rf "$WORK/kgate-data"
@@ -183,8 +206,8 @@ start_kgate() {
 	log "starting kgate (log: $WORK/kgate.log)"
 	bin/kgate serve --data-dir "$WORK/kgate-data" \
 		--kafka-addr "$HOST:$KGATE_KAFKA_PORT" \
-		--raft-addr "$HOST:29093" \
-		--gossip-addr "$HOST:29094" \
+		--raft-addr "$HOST:$KGATE_RAFT_PORT" \
+		--gossip-addr "$HOST:$KGATE_GOSSIP_PORT" \
 		--admin-addr "$HOST:$KGATE_ADMIN_PORT" "$@" \
 		>>"$WORK/kgate.log" 2>&1 </dev/null &
 	KGATE_PID=$!
@@ -334,6 +357,88 @@ section_cluster() {
 	stop_cluster
 }
 
+# txn_runs TARGET BROKERS LABEL: the txn section's three runs against one
+# server, into WORK/txn-TARGET-{idem,flush,txn}.json.
+txn_runs() {
+	local target="$1" brokers="$2" label="$3"
+	local -a args=(-brokers "$brokers" -partitions 8 -acks all -record-bytes 1024 -records "$TXN_RECORDS" "${TXN_ARGS[@]}")
+	kbench "txn-$target-idem" -label "$label" "${args[@]}"
+	kbench "txn-$target-flush" -label "$label" "${args[@]}" -flush-records 100
+	kbench "txn-$target-txn" -label "$label" "${args[@]}" -txn-records 100
+}
+
+section_txn() {
+	local addr
+	RESULTS+=("txn-table|Transactional produce (transactions of 100 records of 1 KiB, commit each) beside idempotent produce, same run")
+	if start_kgate; then
+		txn_runs one "$HOST:$KGATE_KAFKA_PORT" kgate
+		stop_kgate
+	else
+		FAILED=1
+	fi
+	if start_cluster; then
+		txn_runs three "$("$SCRIPT_DIR/bench-node.sh" addrs kafka)" kgate-3node
+	else
+		FAILED=1
+	fi
+	stop_cluster
+	KAFKA_STARTED=1
+	if addr="$(scripts/kafka-broker.sh start "$WORK/kafka")"; then
+		txn_runs kafka "$addr" kafka
+	else
+		log "the Kafka broker did not start"
+		FAILED=1
+	fi
+	stop_kafka
+	KAFKA_STARTED=1
+	if addr="$(KAFKA_FEATURES=transaction.version=1 scripts/kafka-broker.sh start "$WORK/kafka")"; then
+		txn_runs kafka-tv1 "$addr" kafka-tv1
+	else
+		log "the Kafka broker (transaction.version=1) did not start"
+		FAILED=1
+	fi
+	stop_kafka
+	txn_table >"$WORK/txn-table.out"
+}
+
+# txn_table prints the txn section's runs: records/s of each mode per
+# server, the transactions' rate and commit latency (Flush plus
+# EndTransaction), and the ratios.
+txn_table() {
+	local t name idem flush txn kidem kflush ktxn ktxn1
+	kidem="$(kg txn-kafka-idem 8 produce_records_per_sec)"
+	kflush="$(kg txn-kafka-flush 8 produce_records_per_sec)"
+	ktxn="$(kg txn-kafka-txn 8 produce_records_per_sec)"
+	ktxn1="$(kg txn-kafka-tv1-txn 8 produce_records_per_sec)"
+	echo "| server | idempotent rec/s | idempotent, flush each 100, rec/s | transactional rec/s (MiB/s) | transactions/s | commit p50 / p99 ms | txn / flush-100 | txn / idempotent | vs Kafka: idempotent, flush-100, txn | txn vs Kafka, transaction.version=1 |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	for t in one three kafka kafka-tv1; do
+		case "$t" in
+		one) name="kgate, one node" ;;
+		three) name="kgate, three nodes" ;;
+		kafka) name="Apache Kafka, one broker" ;;
+		kafka-tv1) name="Apache Kafka, one broker, transaction.version=1" ;;
+		esac
+		idem="$(kg "txn-$t-idem" 8 produce_records_per_sec)"
+		flush="$(kg "txn-$t-flush" 8 produce_records_per_sec)"
+		txn="$(kg "txn-$t-txn" 8 produce_records_per_sec)"
+		printf '| %s | %s | %s | %s (%s) | %s | %s / %s | %s | %s | %s | %s |\n' "$name" \
+			"$(num "$idem")" "$(num "$flush")" "$(num "$txn")" "$(num1 "$(kg "txn-$t-txn" 8 produce_mib_per_sec)")" \
+			"$(num "$(kg "txn-$t-txn" 8 batches_per_sec)")" \
+			"$(kg "txn-$t-txn" 8 commit_latency_p50_ms)" "$(kg "txn-$t-txn" 8 commit_latency_p99_ms)" \
+			"$(ratio "$txn" "$flush")" "$(ratio "$txn" "$idem")" \
+			"$([[ $t == kafka* ]] && echo "-" || echo "$(ratio "$idem" "$kidem"), $(ratio "$flush" "$kflush"), $(ratio "$txn" "$ktxn")")" \
+			"$([[ $t == kafka-tv1 ]] && echo "-" || ratio "$txn" "$ktxn1")"
+	done
+	for t in one three kafka kafka-tv1; do
+		for m in idem flush txn; do
+			[[ -s "$WORK/txn-$t-$m.json" ]] || echo "txn-$t-$m: no result"
+			[[ -s "$WORK/txn-$t-$m.json" ]] && jq -r '.[] | select(.ok | not) | "\(.label) \(.topic): FAIL: \(.error)"' "$WORK/txn-$t-$m.json"
+		done
+	done
+	return 0
+}
+
 # The iggy section runs against a real iggy-server when ../shared/iggy has
 # one (BENCH_IGGY_SERVER), and then also runs Iggy's own iggy-bench against
 # the same server for the native figures (its 0.8.0 client speaks the
@@ -468,6 +573,7 @@ nat() { [[ -s "$WORK/$1.native" ]] && grep -o 'Total throughput: [0-9.]* MB/s, [
 natp99() { [[ -s "$WORK/$1.native" ]] && grep 'Results: ' "$WORK/$1.native" | grep -o ' p99 latency: [0-9.]* ms' | tail -1 | awk '{print $3}' || echo ""; }
 ratio() { [[ -n "$1" && -n "$2" ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }' || echo "-"; }
 num() { [[ -n "$1" ]] && awk -v a="$1" 'BEGIN { printf "%.0f", a }' || echo "-"; }
+num1() { [[ -n "$1" ]] && awk -v a="$1" 'BEGIN { printf "%.1f", a }' || echo "-"; }
 
 # iggy_table prints the comparison: records (messages) of 1,024 bytes per
 # second, kgate (one node, acks=all, idempotent) against iggy-bench.
@@ -504,9 +610,9 @@ for s in "${SECTIONS[@]}"; do
 			esac
 		done
 		;;
-	groups | cluster) need_kgate=1 ;;
+	groups | cluster | txn) need_kgate=1 ;;
 	iggy) need_kgate=1 need_iggy=1 ;;
-	*) die "unknown section $s (want produce, groups, cluster or iggy)" ;;
+	*) die "unknown section $s (want produce, groups, cluster, txn or iggy)" ;;
 	esac
 done
 mkdir -p bin

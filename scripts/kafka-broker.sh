@@ -24,6 +24,8 @@
 #   KAFKA_CONTROLLER_PORT  CONTROLLER port (default 19093)
 #   KAFKA_HEAP_OPTS        JVM heap options (default "-Xms256m -Xmx1g")
 #   KAFKA_START_TIMEOUT    seconds to wait for readiness (default 90)
+#   KAFKA_FEATURES         feature levels to format the storage with, space-separated,
+#                          e.g. "transaction.version=1" (default: Kafka's for a new cluster)
 #   JAVA                   java binary (default: java on PATH)
 #   MVN                    maven binary (default: mvn on PATH)
 set -euo pipefail
@@ -39,6 +41,8 @@ readonly PORT="${KAFKA_BROKER_PORT:-19092}"
 readonly CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
 readonly HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g}"
 readonly START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+read -r -a FEATURES <<<"${KAFKA_FEATURES:-}"
+readonly FEATURES
 readonly STOP_TIMEOUT=30
 JAVA="${JAVA:-java}"
 MVN="${MVN:-mvn}"
@@ -184,8 +188,12 @@ start() {
 
 	# A fresh 16-byte cluster id in Kafka's base64url Uuid form.
 	cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+	local -a features=()
+	for f in "${FEATURES[@]}"; do
+		features+=(--feature "$f")
+	done
 	"${java[@]}" kafka.tools.StorageTool format \
-		--cluster-id "$cluster_id" --config "$DIR/server.properties" \
+		--cluster-id "$cluster_id" --config "$DIR/server.properties" "${features[@]}" \
 		>"$DIR/format.log" 2>&1 || {
 		cat "$DIR/format.log" >&2
 		die "formatting storage failed"

@@ -35,6 +35,13 @@ type config struct {
 	linger             time.Duration
 	lingerSet          bool // false: keep kgo's default linger
 
+	// txnRecords > 0: each producer writes transactions of this many
+	// records, committing each; flushRecords > 0: an idempotent producer
+	// flushes and waits after each this many. Both make the records keyed
+	// (producer, sequence) so the read back checks uniqueness.
+	txnRecords   int
+	flushRecords int
+
 	deliveryTimeout time.Duration
 	consumeTimeout  time.Duration
 	keepTopics      bool
@@ -53,6 +60,14 @@ For each partition count it creates a fresh topic (replication factor 1),
 produces -records records (or for -duration) of -record-bytes each, then reads
 everything back from the start with a fresh direct-partition consumer and
 checks that every acknowledged record was read exactly once.
+
+With -txn-records N each producer is a transactional producer (its own
+transactional.id) writing transactions of N records and committing each
+(BeginTransaction, N records, Flush, EndTransaction); the report adds
+transactions/s and the commit latency (Flush plus EndTransaction), and the
+read back is read_committed and checks that exactly the committed records are
+there, each once. -flush-records N is the idempotent counterpart: flush and
+wait after each N records, no transaction.
 
 Usage: kgate-bench [flags]
        kgate-bench groups|joinstorm|failover [flags]   (see kgate-bench <subcommand> -h)
@@ -89,6 +104,8 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&cfg.batchMaxBytes, "batch-max-bytes", 1<<20, "producer max record batch `bytes` (kgo ProducerBatchMaxBytes)")
 	fs.IntVar(&cfg.maxBufferedRecords, "max-buffered-records", 32768, "records a producer may buffer before Produce blocks (kgo MaxBufferedRecords)")
 	fs.DurationVar(&cfg.linger, "linger", 0, "producer linger (default: kgo's default)")
+	fs.IntVar(&cfg.txnRecords, "txn-records", 0, "produce transactions of this many records, committing each (0 = no transactions)")
+	fs.IntVar(&cfg.flushRecords, "flush-records", 0, "idempotent producers flush and wait after each this many records (0 = never; exclusive with -txn-records)")
 	fs.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 2*time.Minute, "fail a record not acknowledged within this long")
 	fs.DurationVar(&cfg.consumeTimeout, "consume-timeout", 5*time.Minute, "give up reading back a run after this long")
 	fs.BoolVar(&cfg.keepTopics, "keep-topics", false, "do not delete the topics after each run")
@@ -154,6 +171,12 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		return config{}, errors.New("-max-buffered-records must be at least 1")
 	case cfg.linger < 0:
 		return config{}, errors.New("-linger must not be negative")
+	case cfg.txnRecords < 0 || cfg.flushRecords < 0:
+		return config{}, errors.New("-txn-records and -flush-records must not be negative")
+	case cfg.txnRecords > 0 && cfg.flushRecords > 0:
+		return config{}, errors.New("-txn-records and -flush-records are mutually exclusive")
+	case (cfg.txnRecords > 0 || cfg.flushRecords > 0) && !cfg.idempotent():
+		return config{}, errors.New("-txn-records and -flush-records need -acks all")
 	case cfg.deliveryTimeout <= 0 || cfg.consumeTimeout <= 0:
 		return config{}, errors.New("timeouts must be positive")
 	}
@@ -217,6 +240,13 @@ func compressionCodec(s string) (kgo.CompressionCodec, error) {
 	}
 	return kgo.CompressionCodec{}, fmt.Errorf("-compression: unknown codec %q", s)
 }
+
+// batchRecords is the records per transaction or per flush; 0 when
+// producers stream.
+func (c config) batchRecords() int { return max(c.txnRecords, c.flushRecords) }
+
+// transactional reports whether producers write transactions.
+func (c config) transactional() bool { return c.txnRecords > 0 }
 
 // idempotent reports whether producers use idempotent writes: kgo requires
 // acks=all for them, so they are on exactly when acks is all.

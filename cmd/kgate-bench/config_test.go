@@ -27,7 +27,26 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("unexpected: %+v", cfg)
 	}
 
+	cfg, err = parseConfig([]string{"-txn-records", "100"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.transactional() || cfg.batchRecords() != 100 {
+		t.Errorf("-txn-records 100: transactional %v, batch %d", cfg.transactional(), cfg.batchRecords())
+	}
+	cfg, err = parseConfig([]string{"-flush-records", "50"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.transactional() || cfg.batchRecords() != 50 {
+		t.Errorf("-flush-records 50: transactional %v, batch %d", cfg.transactional(), cfg.batchRecords())
+	}
+
 	for _, args := range [][]string{
+		{"-txn-records", "100", "-flush-records", "100"},
+		{"-txn-records", "-1"},
+		{"-txn-records", "100", "-acks", "1"},
+		{"-flush-records", "100", "-acks", "none"},
 		{"-records", "10", "-duration", "1s"},
 		{"-partitions", "0"},
 		{"-partitions", "1,x"},

@@ -171,6 +171,9 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 		Producers:   cfg.producers,
 		Acks:        cfg.acks,
 		Compression: cfg.compression,
+
+		Transactional: cfg.transactional(),
+		BatchRecords:  cfg.batchRecords(),
 	}
 	log = log.With("label", cfg.label, "topic", topic)
 	fail := func(phase string, err error) result {
@@ -199,12 +202,19 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 	log.Info("produced", "records", prod.records, "elapsed", prod.elapsed.Round(time.Millisecond),
 		"rec_per_s", int64(res.ProduceRecordsPerS), "p50_ms", res.ProduceLatencyP50Ms, "p99_ms", res.ProduceLatencyP99Ms)
 
+	if cfg.transactional() {
+		// A broker may write a commit's markers after answering EndTxn
+		// (Kafka does): read once every partition is stable.
+		if err := waitStable(ctx, adm, topic, cfg.consumeTimeout); err != nil {
+			return fail("wait for stable offsets", err)
+		}
+	}
 	ranges, err := listOffsets(ctx, adm, topic)
 	if err != nil {
 		return fail("list offsets", err)
 	}
 	log.Info("consuming")
-	cons, err := consume(ctx, log, cfg, topic, ranges)
+	cons, err := consume(ctx, log, cfg, topic, ranges, prod.committed)
 	if cons != nil {
 		res.setConsume(cons)
 	}
@@ -214,7 +224,11 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 	log.Info("consumed", "records", cons.records, "elapsed", cons.elapsed.Round(time.Millisecond), "rec_per_s", int64(res.ConsumeRecordsPerS))
 
 	switch {
-	case cons.expected != prod.records:
+	case cfg.transactional() && cons.expected != prod.records+cons.controls:
+		return fail("verify", fmt.Errorf("topic offsets hold %d records, read_committed read %d committed records and %d markers", cons.expected, cons.records, cons.controls))
+	case cfg.transactional() && cons.controls < prod.batches:
+		return fail("verify", fmt.Errorf("%d transactions committed, %d markers read", prod.batches, cons.controls))
+	case !cfg.transactional() && cons.expected != prod.records:
 		return fail("verify", fmt.Errorf("topic offsets hold %d records, producers had %d acknowledged", cons.expected, prod.records))
 	case cons.records != prod.records:
 		return fail("verify", fmt.Errorf("read %d records, producers had %d acknowledged", cons.records, prod.records))

@@ -28,6 +28,17 @@ type result struct {
 	ProduceLatencyP999Ms float64 `json:"produce_latency_p999_ms"`
 	ProduceLatencyMaxMs  float64 `json:"produce_latency_max_ms"`
 
+	// Batch modes (-txn-records, -flush-records): records per transaction
+	// or flush, transactions committed (or flushes), and the wait at the
+	// end of each: Flush plus EndTransaction(commit), or the Flush.
+	Transactional      bool    `json:"transactional,omitempty"`
+	BatchRecords       int     `json:"batch_records,omitempty"`
+	Batches            int64   `json:"batches,omitempty"`
+	BatchesPerS        float64 `json:"batches_per_sec,omitempty"`
+	CommitLatencyP50Ms float64 `json:"commit_latency_p50_ms,omitempty"`
+	CommitLatencyP99Ms float64 `json:"commit_latency_p99_ms,omitempty"`
+	CommitLatencyMaxMs float64 `json:"commit_latency_max_ms,omitempty"`
+
 	ConsumedRecords    int64   `json:"consumed_records"`
 	ConsumeSeconds     float64 `json:"consume_seconds"`
 	ConsumeRecordsPerS float64 `json:"consume_records_per_sec"`
@@ -48,6 +59,13 @@ func (r *result) setProduce(p *produceResult) {
 	r.ProduceLatencyP99Ms = ms(p.latency.quantile(0.99))
 	r.ProduceLatencyP999Ms = ms(p.latency.quantile(0.999))
 	r.ProduceLatencyMaxMs = ms(p.latency.maxValue())
+	if r.BatchRecords > 0 {
+		r.Batches = p.batches
+		r.BatchesPerS = perSecond(float64(p.batches), p.elapsed)
+		r.CommitLatencyP50Ms = ms(p.endLatency.quantile(0.50))
+		r.CommitLatencyP99Ms = ms(p.endLatency.quantile(0.99))
+		r.CommitLatencyMaxMs = ms(p.endLatency.maxValue())
+	}
 }
 
 func (r *result) setConsume(c *consumeResult) {
@@ -89,6 +107,16 @@ func writeTable(w io.Writer, results []result) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range results {
+		if r.BatchRecords > 0 {
+			kind, end := "flushes", "flush"
+			if r.Transactional {
+				kind, end = "transactions", "commit"
+			}
+			fmt.Fprintf(w, "%s, %d partitions: %d %s of %d records, %.0f/s, %s p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+				r.Label, r.Partitions, r.Batches, kind, r.BatchRecords, r.BatchesPerS, end, r.CommitLatencyP50Ms, r.CommitLatencyP99Ms, r.CommitLatencyMaxMs)
+		}
 	}
 	for _, r := range results {
 		if !r.OK {

@@ -127,3 +127,50 @@ func listOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32
 	})
 	return out, errors.Join(errs...)
 }
+
+// waitStable waits until every partition of topic has its last stable offset
+// at its high watermark: no transaction is open there, every marker written.
+func waitStable(ctx context.Context, adm *kadm.Client, topic string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		why, err := unstable(ctx, adm, topic)
+		if err == nil && why == "" {
+			return nil
+		}
+		if err != nil {
+			why = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s not stable: %s: %w", topic, why, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// unstable returns why some partition of topic is not stable, or "".
+func unstable(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return "", fmt.Errorf("list stable offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return "", fmt.Errorf("list end offsets: %w", err)
+	}
+	why := ""
+	ends.Each(func(o kadm.ListedOffset) {
+		s, ok := stable.Lookup(o.Topic, o.Partition)
+		if why == "" && (!ok || s.Offset != o.Offset) {
+			why = fmt.Sprintf("partition %d: last stable offset %d, high watermark %d", o.Partition, s.Offset, o.Offset)
+		}
+	})
+	return why, nil
+}

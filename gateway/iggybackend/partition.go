@@ -17,13 +17,16 @@ type partition struct {
 	index  int32
 	iggyID uint32
 
-	mu        sync.Mutex
-	start     int64 // first offset still stored
-	end       int64 // next offset
-	seenAt    time.Time
-	watch     chan struct{}
-	queue     []*sendItem
-	sending   bool
+	mu      sync.Mutex
+	start   int64 // first offset still stored
+	end     int64 // next offset
+	seenAt  time.Time
+	watch   chan struct{}
+	queue   []*sendItem
+	sending bool
+	// producers is the sender's (one at a time); it changes them, and
+	// their fields, under prodMu so that DescribeProducers may read them.
+	prodMu    sync.Mutex
 	producers map[int64]*producer
 	ahead     *readAhead // the poll started for the next read, if any
 	starts    []int64    // offsets where stored batches start, ascending (noteBatch)

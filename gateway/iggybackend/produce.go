@@ -154,7 +154,9 @@ func (p *partition) send(round []*sendItem) {
 		// The partition went back: what is known of producers refers to
 		// records that are gone.
 		p.lostSeen = n
+		p.prodMu.Lock()
 		clear(p.producers)
+		p.prodMu.Unlock()
 		p.forgetStarts()
 	}
 	b.mu.RLock()
@@ -185,7 +187,9 @@ func (p *partition) send(round []*sendItem) {
 		// other node may have written batches this node's producer state
 		// does not know, and a retry of one of them would look like the
 		// next batch and be written twice. Rebuild from Iggy (resync).
+		p.prodMu.Lock()
 		clear(p.producers)
+		p.prodMu.Unlock()
 	}
 	var accepted []*sendItem
 	var undo []func()
@@ -236,11 +240,13 @@ func (p *partition) send(round []*sendItem) {
 	// their retries look the producers up in the partition's tail
 	// (resync) and find the batches there if they were stored.
 	forget := func(err error) {
+		p.prodMu.Lock()
 		for _, it := range accepted {
 			if it.batch.ProducerID >= 0 && !it.dup {
 				delete(p.producers, it.batch.ProducerID)
 			}
 		}
+		p.prodMu.Unlock()
 		for _, it := range accepted {
 			it.finish(err)
 		}
@@ -369,6 +375,7 @@ type producer struct {
 	lastSeq  int32    // -1: nothing written in this epoch
 	runs     []seqRun // recent sequence runs, oldest first
 	lastUsed time.Time
+	lastTs   int64 // ms: when its last batch was written (DescribeProducers); -1 unknown
 }
 
 // seqRun is a run of consecutive sequences written at consecutive offsets:
@@ -392,7 +399,7 @@ const (
 )
 
 func newProducer(epoch int16) *producer {
-	return &producer{epoch: epoch, lastSeq: -1}
+	return &producer{epoch: epoch, lastSeq: -1, lastTs: -1}
 }
 
 // seqSpan is the distance from sequence a to b, sequences wrapping at 2^31.
@@ -462,6 +469,8 @@ func (p *partition) checkSequence(ctx context.Context, pb gateway.ProduceBatch) 
 	// of it changes before the send's offsets are recorded. (Copying the
 	// whole state, up to 50,000 offsets, on every batch was half of
 	// the produce path's CPU.)
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
 	saved := p.producers[pb.ProducerID]
 	var savedSeq int32
 	if saved != nil {
@@ -479,6 +488,8 @@ func (p *partition) checkSequence(ctx context.Context, pb gateway.ProduceBatch) 
 	ps.lastSeq = lastSeq(pb)
 	id := pb.ProducerID
 	return 0, false, func() {
+		p.prodMu.Lock()
+		defer p.prodMu.Unlock()
 		if saved == nil {
 			delete(p.producers, id)
 		} else {
@@ -496,7 +507,10 @@ func (p *partition) recordOffsets(pb gateway.ProduceBatch, base int64) {
 	if ps == nil || base < 0 {
 		return
 	}
+	p.prodMu.Lock()
+	defer p.prodMu.Unlock()
 	ps.remember(pb.BaseSequence, int64(pb.LastOffsetDelta)+1, base)
+	ps.lastTs = time.Now().UnixMilli()
 }
 
 // resync rebuilds a producer's state from the partition's last messages;
@@ -524,12 +538,15 @@ func (p *partition) resync(ctx context.Context, pid int64, epoch int16) *produce
 			ps.remember(seq, 1, int64(m.Offset))
 			if ps.lastSeq < 0 || seq > ps.lastSeq {
 				ps.lastSeq = seq
+				ps.lastTs = int64(m.Timestamp / 1000)
 			}
 		}
 	}
 	if ps != nil {
+		p.prodMu.Lock()
 		p.evictProducers()
 		p.producers[pid] = ps
+		p.prodMu.Unlock()
 	}
 	return ps
 }

@@ -26,6 +26,7 @@ type TxnState interface {
 	TxnProducerState(pid int64) (int16, fsm.TxnState, bool)
 	ExtOngoing(tp fsm.TopicPartition, pid int64) bool
 	ExtLastStableOffset(tp fsm.TopicPartition, hw int64) int64
+	ExtOpenTxns(tp fsm.TopicPartition) map[int64]int64
 	ExtAbortedTxns(tp fsm.TopicPartition, from, to int64) []fsm.AbortedTxn
 }
 

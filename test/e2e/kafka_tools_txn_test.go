@@ -18,9 +18,8 @@ import (
 // partition leader itself), on a transaction a producer has left open: the
 // transaction is not hanging (its coordinator has the partition in it),
 // abort closes it in the partition with WriteTxnMarkers, and read_committed
-// sees only what the producer commits afterwards. With Iggy there are no
-// transactions: find-hanging finds nothing and abort finds nothing to
-// abort.
+// sees only what the producer commits afterwards. With Iggy, see
+// checkTransactionToolsIggy.
 func checkTransactionTools(t *testing.T, k *kafkaTools, c *kgateCluster, follower int32) {
 	const topic = "payments"
 	via := c.node(follower).kafka()
@@ -190,18 +189,22 @@ func consumeAll(ctx context.Context, t *testing.T, c *kgateCluster, topic string
 }
 
 // checkTransactionToolsIggy is checkTransactionTools with --backend iggy:
-// DescribeProducers lists no producers there, so find-hanging finds
-// nothing and abort by start offset finds no transaction; abort by
-// producer id and epoch closes the transaction left open in the partition
-// as on the embedded backend (the marker goes into Iggy, the FSM records
-// it), and read_committed moves past it.
+// describe-producers lists the transactional producer with the start of
+// the transaction it left open (the partition's next offset when the
+// partition joined it) and no coordinator epoch; find-hanging finds it
+// not hanging; abort by start offset, then abort by producer id and epoch,
+// each close a transaction left open in the partition as on the embedded
+// backend (the marker goes into Iggy, the FSM records it), and
+// read_committed moves past them. A producer whose transaction the tool
+// aborted in the partition commits the rest of it (nothing there): its
+// coordinator still had it.
 func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools, c *kgateCluster, via string,
 	findHanging func(), abortAt0 []string, noOpenAt0 string, list, describe, abortPID []string) {
 	t.Helper()
 	const topic = "payments"
 	findHanging()
 	if out, err := k.exec(via, "kafka-transactions.sh", abortAt0...); err == nil || !strings.Contains(out, noOpenAt0) {
-		t.Fatalf("abort by start offset with Iggy: exit %v, want %q:\n%s", err, noOpenAt0, out)
+		t.Fatalf("abort by start offset with Iggy, nothing open: exit %v, want %q:\n%s", err, noOpenAt0, out)
 	}
 	if out, err := k.exec(via, "kafka-transactions.sh", list...); err != nil || strings.Contains(out, "payments-1") {
 		t.Fatalf("kafka-transactions list with Iggy: %v\n%s", err, out)
@@ -243,26 +246,36 @@ func checkTransactionToolsIggy(ctx context.Context, t *testing.T, k *kafkaTools,
 	if end := committedEnd(ctx, t, adm, topic); end != 0 {
 		t.Fatalf("read_committed end offset %d with the transaction open, want 0", end)
 	}
-	k.exact = map[string]string{"2": strconv.FormatInt(pid, 10)}
-	k.run(via, "kafka-transactions.sh", abortPID...)
-	k.exact = nil
+	checkOpenTxn(t, k, via, pid, "-1", "0")
+	findHanging()
+	k.run(via, "kafka-transactions.sh", abortAt0...)
+	checkOpenTxn(t, k, via, pid, "-1", "None")
 	if end := committedEnd(ctx, t, adm, topic); end != 2 {
 		t.Fatalf("read_committed end offset %d after the abort, want 2 (the record and the marker)", end)
 	}
-	// The coordinator still has the transaction: its commit completes it
-	// (the aborted record stays aborted); the next one commits a record.
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the tool's abort: %v", err)
+	}
+	// Another left open, aborted by producer id and epoch.
+	txn("aborted-by-pid", false)
+	start := committedEnd(ctx, t, adm, topic)
+	checkOpenTxn(t, k, via, pid, "-1", strconv.FormatInt(start, 10))
+	k.exact = map[string]string{"2": strconv.FormatInt(pid, 10)}
+	k.run(via, "kafka-transactions.sh", abortPID...)
+	k.exact = nil
+	checkOpenTxn(t, k, via, pid, "-1", "None")
+	if end := committedEnd(ctx, t, adm, topic); end != start+2 {
+		t.Fatalf("read_committed end offset %d after the abort, want %d (past the record and the marker)", end, start+2)
+	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit after the tool's abort: %v", err)
 	}
 	txn("committed", true)
 	onlyCommittedRead(ctx, t, c, topic)
-	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); strings.Join(got, ",") != "aborted-by-tool,committed" {
-		t.Fatalf("read_uncommitted sees %q, want both records", got)
+	if got := consumeAll(ctx, t, c, topic, kgo.ReadUncommitted()); strings.Join(got, ",") != "aborted-by-tool,aborted-by-pid,committed" {
+		t.Fatalf("read_uncommitted sees %q, want the three records", got)
 	}
-	out = k.run(via, "kafka-transactions.sh", "--bootstrap-server", docBootstrap, "describe-producers", "--topic", topic, "--partition", "0")
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
-		t.Fatalf("describe-producers with Iggy: want no producer:\n%s", out)
-	}
+	checkOpenTxn(t, k, via, pid, "-1", "None")
 	findHanging()
 }
 
