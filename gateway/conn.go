@@ -81,7 +81,9 @@ func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	defer c.nc.Close()
-	queue := make(chan pending, c.s.cfg.MaxInFlight)
+	// Pointers: the queue's buffer is allocated, and scanned by every GC,
+	// for as long as the connection is open, busy or idle.
+	queue := make(chan *pending, c.s.cfg.MaxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -101,12 +103,13 @@ func (c *conn) serve(parent context.Context) {
 
 // read reads and starts requests until the connection ends (ctx); their
 // handlers run under hctx, which also ends when the server stops.
-func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
-	br := bufio.NewReaderSize(c.nc, connBufferBytes)
+func (c *conn) read(ctx, hctx context.Context, queue chan<- *pending) {
+	br := &connReader{nc: c.nc, pool: &c.s.readBufs}
+	defer br.release()
 	var sizeBuf [4]byte
 	for ctx.Err() == nil {
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-		if _, err := br.Peek(1); err != nil {
+		if err := br.wait(); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.log.Debug("read", "err", err)
 			}
@@ -129,7 +132,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 				return
 			}
 			select {
-			case queue <- p:
+			case queue <- &p:
 			case <-ctx.Done():
 				return
 			}
@@ -156,7 +159,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 			continue
 		}
 		select {
-		case queue <- p:
+		case queue <- &p:
 		case <-ctx.Done():
 			return
 		}
@@ -164,6 +167,93 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 			return // the writer sends the answer, then the connection closes
 		}
 	}
+}
+
+// connReader reads a connection through a buffer that it holds only while
+// bytes wait in it: between requests, where a group member's connection
+// spends nearly all its time, the buffer is back in the server's pool, and
+// 10,000 idle connections do not keep 10,000 buffers for the GC to count.
+// A small request arrives whole in head, its own small buffer, and needs
+// no other.
+type connReader struct {
+	nc     net.Conn
+	pool   *sync.Pool    // of *bufio.Reader
+	br     *bufio.Reader // nil while nothing is buffered in it
+	head   [connHeadBytes]byte
+	hr, hw int // head[hr:hw] is still to be read
+}
+
+// connHeadBytes holds a Heartbeat, OffsetCommit or small Metadata request.
+const connHeadBytes = 256
+
+// wait blocks until bytes of the next frame are there. With none buffered
+// it reads into head straight from the connection, holding no buffer
+// while it waits.
+func (r *connReader) wait() error {
+	if r.hr < r.hw || r.br != nil && r.br.Buffered() > 0 {
+		return nil
+	}
+	r.release()
+	for {
+		n, err := r.nc.Read(r.head[:])
+		if n > 0 || err != nil {
+			r.hr, r.hw = 0, n
+			return err
+		}
+	}
+}
+
+// Read reads what head holds, then through the buffer, taking one from
+// the pool if none is held.
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.hr < r.hw {
+		n := copy(p, r.head[r.hr:r.hw])
+		r.hr += n
+		return n, nil
+	}
+	if r.br == nil {
+		r.br, _ = r.pool.Get().(*bufio.Reader)
+		if r.br == nil {
+			r.br = bufio.NewReaderSize(nil, connBufferBytes)
+		}
+		r.br.Reset(r.nc)
+	}
+	return r.br.Read(p)
+}
+
+// release gives the buffer back to the pool; what it held is dropped.
+func (r *connReader) release() {
+	if r.br != nil {
+		r.br.Reset(nil)
+		r.pool.Put(r.br)
+		r.br = nil
+	}
+}
+
+// writeBufs are a connection's write buffer and the buffer its answers are
+// encoded in, held while answers are being sent (conn.write).
+type writeBufs struct {
+	bw  *bufio.Writer
+	out []byte // at most connBufferBytes; larger ones go to Server.answerBufs
+}
+
+// writeBufPool keeps writeBufs for the connections that send answers.
+type writeBufPool struct {
+	p sync.Pool // of *writeBufs
+}
+
+func (wp *writeBufPool) get(w io.Writer) *writeBufs {
+	wb, _ := wp.p.Get().(*writeBufs)
+	if wb == nil {
+		wb = &writeBufs{bw: bufio.NewWriterSize(nil, connBufferBytes)}
+	}
+	wb.bw.Reset(w)
+	return wb
+}
+
+func (wp *writeBufPool) put(wb *writeBufs) {
+	wb.bw.Reset(nil)
+	wp.p.Put(wb)
 }
 
 // maxTokenBytes bounds a bare SASL token (Kafka's
@@ -313,21 +403,34 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	return p, true
 }
 
-// connBufferBytes sizes each connection's read and write buffers, and the
-// largest answer buffer a connection keeps between answers. Frames and
-// answers larger than that go straight between the socket and their own
-// buffers, so a larger size saves no system call on bulk traffic; what it
-// costs is memory per connection, whether busy or idle: with 64 KiB
-// buffers, 10,000 group members' connections held 710 MB of a node's
-// 754 MB heap.
+// connBufferBytes sizes the read and write buffers a connection holds
+// while it is busy (connReader, writeBufs), and the largest answer buffer
+// kept with them. Frames and answers larger than that go straight between
+// the socket and their own buffers, so a larger size saves no system call
+// on bulk traffic. With 64 KiB buffers held for the connection's life,
+// 10,000 group members' connections held 710 MB of a node's 754 MB heap;
+// with 8 KiB ones, still 40 KB a connection (BenchmarkHeartbeatIdleConnections)
+// of which an idle one now holds about 2.5 KB and its goroutines' stacks.
 const connBufferBytes = 8 << 10
 
-func (c *conn) write(ctx context.Context, queue <-chan pending) {
-	bw := bufio.NewWriterSize(c.nc, connBufferBytes)
-	var buffered int64 // answers written to bw since the last flush
+func (c *conn) write(ctx context.Context, queue <-chan *pending) {
+	// The write buffers are held from an answer until the flush after it,
+	// when no other answer is queued: an idle connection holds none.
+	var wb *writeBufs
+	hold := func() *writeBufs {
+		if wb == nil {
+			wb = c.s.writeBufs.get(c.nc)
+		}
+		return wb
+	}
+	var buffered int64 // answers written to wb since the last flush
 	flush := func() error {
-		if err := bw.Flush(); err != nil {
-			return err
+		if wb != nil {
+			if err := wb.bw.Flush(); err != nil {
+				return err
+			}
+			c.s.writeBufs.put(wb)
+			wb = nil
 		}
 		if err := flushTLS(c.nc); err != nil {
 			return err
@@ -337,12 +440,13 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		buffered = 0
 		return nil
 	}
-	var out []byte
 	for p := range queue {
 		if p.raw {
+			w := hold()
 			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
-			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(p.token)))
-			if _, err := bw.Write(append(out, p.token...)); err != nil {
+			w.out = binary.BigEndian.AppendUint32(w.out[:0], uint32(len(p.token)))
+			w.out = append(w.out, p.token...)
+			if _, err := w.bw.Write(w.out); err != nil {
 				return
 			}
 			buffered++
@@ -379,13 +483,15 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		if p.observe != nil {
 			p.observe(resp)
 		}
-		if !c.applyThrottle(ctx, p, resp) {
+		if !c.applyThrottle(ctx, *p, resp) {
 			return
 		}
 		if c.listener != nil && c.listener.Name != "" {
 			c.s.localizeEndpoints(resp, c.listener.Name)
 		}
+		w := hold()
 		encoding := time.Now()
+		out := w.out
 		if out == nil {
 			if bp, _ := c.s.answerBufs.Get().(*[]byte); bp != nil {
 				out = *bp
@@ -398,7 +504,18 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			out = binary.BigEndian.AppendUint64(out, c.s.cluster.AppliedIndex())
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
-		if _, err := bw.Write(out); err != nil {
+		_, err := w.bw.Write(out)
+		w.out = out
+		if cap(out) > connBufferBytes {
+			// Not pinned to write buffers that may now idle, but kept for
+			// the next large answer on any connection: growing a buffer to
+			// a fetch's size afresh for every answer copied it several
+			// times over.
+			b := out[:0]
+			c.s.answerBufs.Put(&b)
+			w.out = nil
+		}
+		if err != nil {
 			return
 		}
 		buffered++
@@ -406,14 +523,6 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			if err := flush(); err != nil {
 				return
 			}
-		}
-		if cap(out) > connBufferBytes {
-			// Not pinned to a connection that may now idle, but kept for the
-			// next large answer on any: growing a buffer to a fetch's size
-			// afresh for every answer copied it several times over.
-			b := out[:0]
-			c.s.answerBufs.Put(&b)
-			out = nil
 		}
 	}
 	flush()

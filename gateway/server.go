@@ -198,9 +198,13 @@ type Server struct {
 	// answerBufs holds the encoding buffers of answers larger than a
 	// connection keeps (connBufferBytes).
 	answerBufs sync.Pool // of *[]byte
-	quotas     QuotaStore
-	throttle   throttler
-	handlers   map[int16]handler
+	// readBufs and writeBufs hold the connections' read and write
+	// buffers while they idle (connReader, conn.write).
+	readBufs  sync.Pool // of *bufio.Reader
+	writeBufs writeBufPool
+	quotas    QuotaStore
+	throttle  throttler
+	handlers  map[int16]handler
 
 	// alterMu serializes topic config changes: IncrementalAlterConfigs
 	// reads a topic's configs and writes the whole new set, so two changes
