@@ -20,10 +20,12 @@ import (
 // conn is one client connection: a reader that decodes and starts requests
 // in order, and a writer that sends their answers in the same order.
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	log  *slog.Logger
-	peer bool // another node's connection for forwarded requests
+	s  *Server
+	nc net.Conn
+	// remote is nc's remote address, formatted once: requests carry it
+	// and log lines name it.
+	remote string
+	peer   bool // another node's connection for forwarded requests
 	// listener is the Kafka listener the connection came in on; nil for
 	// another node's.
 	listener *Listener
@@ -49,8 +51,12 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()), opened: time.Now()}
+	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), opened: time.Now()}
 }
+
+// logger is the server's logger naming the connection: made when a line is
+// logged, not kept with every connection.
+func (c *conn) logger() *slog.Logger { return c.s.log.With("remote", c.remote) }
 
 type pending struct {
 	corr     int32
@@ -81,29 +87,97 @@ func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	defer c.nc.Close()
-	// Pointers: the queue's buffer is allocated, and scanned by every GC,
-	// for as long as the connection is open, busy or idle.
-	queue := make(chan *pending, c.s.cfg.MaxInFlight)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		c.write(ctx, queue)
-		cancel()
-		c.nc.Close() // unblock the reader if the writer failed
-	}()
+	q := &answerQueue{ch: make(chan *pending, c.s.cfg.MaxInFlight), done: make(chan struct{})}
+	q.start = func() {
+		go func() {
+			if !c.write(ctx, q) {
+				cancel()
+				c.nc.Close() // unblock the reader
+				q.failed()
+			}
+		}()
+	}
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	if c.stopping != nil {
 		defer context.AfterFunc(c.stopping, hcancel)()
 	}
-	c.read(ctx, hctx, queue)
-	close(queue)
-	<-writerDone
+	c.read(ctx, hctx, q)
+	q.finish()
+}
+
+// answerQueue carries a connection's answers, in request order, to its
+// writer: a goroutine that runs only while answers are queued or being
+// sent, so an idle connection has one goroutine (its reader) and not two.
+type answerQueue struct {
+	// ch holds pointers: its buffer is allocated, and scanned by every
+	// GC, for as long as the connection is open, busy or idle.
+	ch    chan *pending
+	start func() // starts a writer goroutine
+
+	mu       sync.Mutex
+	running  bool          // a writer runs; at most one does
+	finished bool          // the reader is done: no more answers come
+	broken   bool          // a writer failed: no other starts
+	done     chan struct{} // closed once finished and no writer runs
+}
+
+// push queues an answer and makes sure a writer runs. false: ctx ended.
+func (q *answerQueue) push(ctx context.Context, p *pending) bool {
+	select {
+	case q.ch <- p:
+	case <-ctx.Done():
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.running && !q.broken {
+		q.running = true
+		q.start()
+	}
+	return true
+}
+
+// idle is the writer finding nothing queued: it stops unless an answer
+// came meanwhile (whose push saw it running and started no other).
+func (q *answerQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.ch) > 0 {
+		return false
+	}
+	q.running = false
+	if q.finished {
+		close(q.done)
+	}
+	return true
+}
+
+// failed is the writer stopping on a failed connection.
+func (q *answerQueue) failed() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.running, q.broken = false, true
+	if q.finished {
+		close(q.done)
+	}
+}
+
+// finish is the reader ending: it waits until the writer has sent what is
+// queued (or failed).
+func (q *answerQueue) finish() {
+	q.mu.Lock()
+	q.finished = true
+	running := q.running
+	q.mu.Unlock()
+	if running {
+		<-q.done
+	}
 }
 
 // read reads and starts requests until the connection ends (ctx); their
 // handlers run under hctx, which also ends when the server stops.
-func (c *conn) read(ctx, hctx context.Context, queue chan<- *pending) {
+func (c *conn) read(ctx, hctx context.Context, queue *answerQueue) {
 	br := &connReader{nc: c.nc, pool: &c.s.readBufs}
 	defer br.release()
 	var sizeBuf [4]byte
@@ -111,7 +185,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- *pending) {
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 		if err := br.wait(); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.log.Debug("read", "err", err)
+				c.logger().Debug("read", "err", err)
 			}
 			return
 		}
@@ -121,7 +195,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- *pending) {
 		// the idle timeout.
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
-			c.log.Debug("read", "err", err)
+			c.logger().Debug("read", "err", err)
 			return
 		}
 		c.unanswered.Add(1)
@@ -131,20 +205,18 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- *pending) {
 			if !ok {
 				return
 			}
-			select {
-			case queue <- &p:
-			case <-ctx.Done():
+			if !queue.push(ctx, &p) {
 				return
 			}
 			continue
 		}
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
-			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
+			c.logger().Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
 			return
 		}
 		frame, err := c.s.frames.read(br, int(size))
 		if err != nil {
-			c.log.Debug("read frame", "err", err)
+			c.logger().Debug("read frame", "err", err)
 			return
 		}
 		if !c.waitUnmuted(ctx) {
@@ -158,9 +230,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- *pending) {
 			c.unanswered.Add(-1)
 			continue
 		}
-		select {
-		case queue <- &p:
-		case <-ctx.Done():
+		if !queue.push(ctx, &p) {
 			return
 		}
 		if p.reply.closeAfter {
@@ -266,15 +336,15 @@ const maxTokenBytes = 512 << 10
 // answer: v0 has no way to say why, and Kafka closes it too.
 func (c *conn) rawToken(ctx context.Context, br io.Reader, size int32) (pending, bool) {
 	if size < 0 || size > maxTokenBytes || c.sess.exchange == nil {
-		c.log.Warn("closing connection: bad SASL token size", "size", size, "max", maxTokenBytes)
+		c.logger().Warn("closing connection: bad SASL token size", "size", size, "max", maxTokenBytes)
 		return pending{}, false
 	}
 	token, err := readFrameBody(br, int(size))
 	if err != nil {
-		c.log.Debug("read SASL token", "err", err)
+		c.logger().Debug("read SASL token", "err", err)
 		return pending{}, false
 	}
-	out, _, fail := c.s.saslStep(&c.sess, token, c.nc.RemoteAddr().String())
+	out, _, fail := c.s.saslStep(&c.sess, token, c.remote)
 	if fail != nil {
 		sleepCtx(ctx, c.s.cfg.SASL.FailureDelay)
 		return pending{}, false
@@ -354,7 +424,7 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	started := time.Now()
 	hdr, req, body, err := ParseRequest(frame)
 	if err != nil {
-		c.log.Warn("closing connection: bad request header", "api_key", hdr.Key, "version", hdr.Version, "err", err)
+		c.logger().Warn("closing connection: bad request header", "api_key", hdr.Key, "version", hdr.Version, "err", err)
 		return pending{}, false
 	}
 	h, known := c.s.handlers[hdr.Key]
@@ -363,18 +433,18 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 		return pending{corr: hdr.CorrelationID, reply: now(c.s.unsupportedAPIVersions())}, true
 	}
 	if !known || hdr.Version < h.min || hdr.Version > h.max {
-		c.log.Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
+		c.logger().Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
 		return pending{}, false
 	}
 	if !c.sess.admit(hdr.Key, time.Now()) {
-		c.log.Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
+		c.logger().Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
 		return pending{}, false
 	}
 	if err := DecodeBody(req, body); err != nil {
-		c.log.Warn("closing connection", "err", err)
+		c.logger().Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer, sess: &c.sess}
+	r := &Request{Header: hdr, Body: req, Remote: c.remote, Forwarded: c.peer, sess: &c.sess}
 	if hdr.Key == 0 { // only handleProduce says when it is through (Request.done)
 		r.release = c.s.frames.releaser(frame)
 	}
@@ -409,11 +479,14 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 // the socket and their own buffers, so a larger size saves no system call
 // on bulk traffic. With 64 KiB buffers held for the connection's life,
 // 10,000 group members' connections held 710 MB of a node's 754 MB heap;
-// with 8 KiB ones, still 40 KB a connection (BenchmarkHeartbeatIdleConnections)
-// of which an idle one now holds about 2.5 KB and its goroutines' stacks.
+// with 8 KiB ones held so, still 40 KB a connection
+// (BenchmarkHeartbeatIdleConnections); an idle one now holds about 2.7 KB
+// of heap and its reader's stack.
 const connBufferBytes = 8 << 10
 
-func (c *conn) write(ctx context.Context, queue <-chan *pending) {
+// write sends the queued answers in order until it finds the queue empty,
+// everything sent and flushed (true), or the connection fails (false).
+func (c *conn) write(ctx context.Context, q *answerQueue) bool {
 	// The write buffers are held from an answer until the flush after it,
 	// when no other answer is queued: an idle connection holds none.
 	var wb *writeBufs
@@ -440,19 +513,28 @@ func (c *conn) write(ctx context.Context, queue <-chan *pending) {
 		buffered = 0
 		return nil
 	}
-	for p := range queue {
+	for {
+		var p *pending
+		select {
+		case p = <-q.ch:
+		default:
+			if q.idle() {
+				return true
+			}
+			continue
+		}
 		if p.raw {
 			w := hold()
 			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 			w.out = binary.BigEndian.AppendUint32(w.out[:0], uint32(len(p.token)))
 			w.out = append(w.out, p.token...)
 			if _, err := w.bw.Write(w.out); err != nil {
-				return
+				return false
 			}
 			buffered++
-			if len(queue) == 0 {
+			if len(q.ch) == 0 {
 				if err := flush(); err != nil {
-					return
+					return false
 				}
 			}
 			continue
@@ -465,12 +547,12 @@ func (c *conn) write(ctx context.Context, queue <-chan *pending) {
 				// Send what is buffered before waiting, so earlier answers
 				// don't sit behind a long poll or a commit.
 				if err := flush(); err != nil {
-					return
+					return false
 				}
 				select {
 				case resp = <-p.reply.later:
 				case <-ctx.Done():
-					return
+					return false
 				}
 			}
 		}
@@ -478,13 +560,13 @@ func (c *conn) write(ctx context.Context, queue <-chan *pending) {
 			if err := flush(); err == nil {
 				c.resetCutOff(ctx)
 			}
-			return
+			return false
 		}
 		if p.observe != nil {
 			p.observe(resp)
 		}
 		if !c.applyThrottle(ctx, *p, resp) {
-			return
+			return false
 		}
 		if c.listener != nil && c.listener.Name != "" {
 			c.s.localizeEndpoints(resp, c.listener.Name)
@@ -516,16 +598,15 @@ func (c *conn) write(ctx context.Context, queue <-chan *pending) {
 			w.out = nil
 		}
 		if err != nil {
-			return
+			return false
 		}
 		buffered++
-		if len(queue) == 0 {
+		if len(q.ch) == 0 {
 			if err := flush(); err != nil {
-				return
+				return false
 			}
 		}
 	}
-	flush()
 }
 
 // cutOffMinAge is the least time a connection is open before a cut-off
@@ -551,7 +632,7 @@ func (c *conn) resetCutOff(ctx context.Context) {
 		t.Stop()
 	}
 	c.s.metrics.cutOff.Inc()
-	c.log.Debug("resetting connection: no leader in contact", "leaderless_for", c.s.cluster.LeaderlessFor())
+	c.logger().Debug("resetting connection: no leader in contact", "leaderless_for", c.s.cluster.LeaderlessFor())
 	tc := tcpConnOf(c.nc)
 	if tc == nil {
 		return

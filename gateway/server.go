@@ -544,7 +544,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		c.nc.SetDeadline(time.Time{})
 		if err != nil {
 			// A plaintext client on a TLS listener ends here too.
-			c.log.Info("closing connection: TLS handshake failed", "err", err)
+			c.logger().Info("closing connection: TLS handshake failed", "err", err)
 			c.nc.Close()
 			return false
 		}
