@@ -205,6 +205,7 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 		}
 	}
 	self0, selfErr := readProcCPU("self")
+	rt0 := readRuntimeHists()
 	now := time.Now()
 	b.winStart.Store(now.UnixNano())
 	b.winEnd.Store(now.Add(b.cfg.window).UnixNano())
@@ -226,6 +227,11 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 	if self1, err := readProcCPU("self"); err == nil && selfErr == nil {
 		res.BenchCPUPercent = cpuPercent(self0, self1)
 	}
+	rt1 := readRuntimeHists()
+	sched := histDelta(rt0.sched, rt1.sched)
+	res.BenchSchedP99Ms = histQuantile(sched, 0.99) * 1e3
+	res.BenchSchedMaxMs = histQuantile(sched, 1) * 1e3
+	res.BenchGCPauseMaxMs = histQuantile(histDelta(rt0.gc, rt1.gc), 1) * 1e3
 	b.log.Info("heartbeat window closed")
 	return nil
 }

@@ -52,6 +52,12 @@ type groupsResult struct {
 	LeaderCPUPercent float64 `json:"leader_cpu_percent"` // of one core, over the window
 	LeaderRSSMiB     float64 `json:"leader_rss_mib,omitempty"`
 	BenchCPUPercent  float64 `json:"bench_cpu_percent"` // this process, over the window
+	// This process's own goroutine scheduling delay and GC pauses over
+	// the window (runtimeHists): what of the heartbeat latency is the
+	// load tool's.
+	BenchSchedP99Ms   float64 `json:"bench_sched_delay_p99_ms"`
+	BenchSchedMaxMs   float64 `json:"bench_sched_delay_max_ms"`
+	BenchGCPauseMaxMs float64 `json:"bench_gc_pause_max_ms"`
 
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
@@ -93,6 +99,7 @@ func writeGroupsTable(w io.Writer, r *groupsResult) error {
 			row("leader CPU (pid "+fmt.Sprint(r.LeaderPID)+")", "%.1f%% of one core, RSS %.0f MiB", r.LeaderCPUPercent, r.LeaderRSSMiB)
 		}
 		row("kgate-bench CPU", "%.1f%% of one core", r.BenchCPUPercent)
+		row("kgate-bench sched delay p99/max ms", "%.2f / %.2f (GC pause max %.2f ms)", r.BenchSchedP99Ms, r.BenchSchedMaxMs, r.BenchGCPauseMaxMs)
 	}
 	row("result", "%s", status)
 	return tw.Flush()
