@@ -80,7 +80,7 @@ func runGroups(ctx context.Context, log *slog.Logger, cfg groupsConfig) (*groups
 	meta.Topics = []string{b.topic}
 	b.meta = meta.AppendTo(nil)
 	res := &groupsResult{Mode: cfg.mode, Label: cfg.label, Brokers: strings.Join(cfg.brokers, ","), Members: cfg.members,
-		Groups: cfg.groups, HeartbeatMs: ms(cfg.heartbeat), WindowS: cfg.window.Seconds(), TargetS: cfg.target.Seconds()}
+		Groups: cfg.groups, HeartbeatMs: ms(cfg.heartbeat), HeartbeatSpread: cfg.spread, WindowS: cfg.window.Seconds(), TargetS: cfg.target.Seconds()}
 
 	admCl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.brokers...),
@@ -432,6 +432,9 @@ func (m *member) sync(ctx context.Context, jr *kmsg.JoinGroupResponse) bool {
 // rejoin, false when it is done (ctx ended or the window is over).
 func (m *member) heartbeat(ctx context.Context, generation int32) bool {
 	next := time.Now().Add(m.b.cfg.heartbeat)
+	if m.b.cfg.spread {
+		next = time.Now().Add(rand.N(m.b.cfg.heartbeat))
+	}
 	for {
 		if end := m.b.winEnd.Load(); end != 0 && next.UnixNano() >= end {
 			return false

@@ -33,13 +33,16 @@ type groupsResult struct {
 	SyncP99Ms float64 `json:"sync_p99_ms"`
 	SyncMaxMs float64 `json:"sync_max_ms"`
 
-	HeartbeatMs    float64 `json:"heartbeat_interval_ms"`
-	WindowS        float64 `json:"window_s"`
-	Heartbeats     int64   `json:"heartbeats"` // sent in the window
-	HeartbeatsPerS float64 `json:"heartbeats_per_sec"`
-	HeartbeatP50Ms float64 `json:"heartbeat_p50_ms"`
-	HeartbeatP99Ms float64 `json:"heartbeat_p99_ms"`
-	HeartbeatMaxMs float64 `json:"heartbeat_max_ms"`
+	HeartbeatMs float64 `json:"heartbeat_interval_ms"`
+	// HeartbeatSpread: members' heartbeats start at random points of the
+	// interval rather than together (-heartbeat-spread).
+	HeartbeatSpread bool    `json:"heartbeat_spread"`
+	WindowS         float64 `json:"window_s"`
+	Heartbeats      int64   `json:"heartbeats"` // sent in the window
+	HeartbeatsPerS  float64 `json:"heartbeats_per_sec"`
+	HeartbeatP50Ms  float64 `json:"heartbeat_p50_ms"`
+	HeartbeatP99Ms  float64 `json:"heartbeat_p99_ms"`
+	HeartbeatMaxMs  float64 `json:"heartbeat_max_ms"`
 
 	// Errors by "request:CODE" before the window (joining, syncing) and in it.
 	SetupErrors  map[string]int64 `json:"setup_errors"`
@@ -91,7 +94,11 @@ func writeGroupsTable(w io.Writer, r *groupsResult) error {
 	row("SyncGroup p50/p99/max ms", "%.1f / %.1f / %.1f", r.SyncP50Ms, r.SyncP99Ms, r.SyncMaxMs)
 	row("errors while joining", "%s", formatCounts(r.SetupErrors))
 	if r.WindowS > 0 {
-		row("heartbeat window", "%.0f s, every %.0f ms: %d heartbeats (%.0f/s)", r.WindowS, r.HeartbeatMs, r.Heartbeats, r.HeartbeatsPerS)
+		phases := "members in step"
+		if r.HeartbeatSpread {
+			phases = "members spread over it"
+		}
+		row("heartbeat window", "%.0f s, every %.0f ms (%s): %d heartbeats (%.0f/s)", r.WindowS, r.HeartbeatMs, phases, r.Heartbeats, r.HeartbeatsPerS)
 		row("heartbeat p50/p99/max ms", "%.2f / %.2f / %.2f", r.HeartbeatP50Ms, r.HeartbeatP99Ms, r.HeartbeatMaxMs)
 		row("errors in window", "%s", formatCounts(r.WindowErrors))
 		row("rejoins (in window)", "%d (%d)", r.Rejoins, r.WindowRejoins)
