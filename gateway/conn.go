@@ -20,10 +20,12 @@ import (
 // conn is one client connection: a reader that decodes and starts requests
 // in order, and a writer that sends their answers in the same order.
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	log  *slog.Logger
-	peer bool // another node's connection for forwarded requests
+	s  *Server
+	nc net.Conn
+	// remote is nc's remote address, formatted once: requests carry it
+	// and log lines name it.
+	remote string
+	peer   bool // another node's connection for forwarded requests
 	// listener is the Kafka listener the connection came in on; nil for
 	// another node's.
 	listener *Listener
@@ -49,8 +51,12 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()), opened: time.Now()}
+	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), opened: time.Now()}
 }
+
+// logger is the server's logger naming the connection: made when a line is
+// logged, not kept with every connection.
+func (c *conn) logger() *slog.Logger { return c.s.log.With("remote", c.remote) }
 
 type pending struct {
 	corr     int32
@@ -81,34 +87,105 @@ func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	defer c.nc.Close()
-	queue := make(chan pending, c.s.cfg.MaxInFlight)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		c.write(ctx, queue)
-		cancel()
-		c.nc.Close() // unblock the reader if the writer failed
-	}()
+	q := &answerQueue{ch: make(chan *pending, c.s.cfg.MaxInFlight), done: make(chan struct{})}
+	q.start = func() {
+		go func() {
+			if !c.write(ctx, q) {
+				cancel()
+				c.nc.Close() // unblock the reader
+				q.failed()
+			}
+		}()
+	}
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	if c.stopping != nil {
 		defer context.AfterFunc(c.stopping, hcancel)()
 	}
-	c.read(ctx, hctx, queue)
-	close(queue)
-	<-writerDone
+	c.read(ctx, hctx, q)
+	q.finish()
+}
+
+// answerQueue carries a connection's answers, in request order, to its
+// writer: a goroutine that runs only while answers are queued or being
+// sent, so an idle connection has one goroutine (its reader) and not two.
+type answerQueue struct {
+	// ch holds pointers: its buffer is allocated, and scanned by every
+	// GC, for as long as the connection is open, busy or idle.
+	ch    chan *pending
+	start func() // starts a writer goroutine
+
+	mu       sync.Mutex
+	running  bool          // a writer runs; at most one does
+	finished bool          // the reader is done: no more answers come
+	broken   bool          // a writer failed: no other starts
+	done     chan struct{} // closed once finished and no writer runs
+}
+
+// push queues an answer and makes sure a writer runs. false: ctx ended.
+func (q *answerQueue) push(ctx context.Context, p *pending) bool {
+	select {
+	case q.ch <- p:
+	case <-ctx.Done():
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.running && !q.broken {
+		q.running = true
+		q.start()
+	}
+	return true
+}
+
+// idle is the writer finding nothing queued: it stops unless an answer
+// came meanwhile (whose push saw it running and started no other).
+func (q *answerQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.ch) > 0 {
+		return false
+	}
+	q.running = false
+	if q.finished {
+		close(q.done)
+	}
+	return true
+}
+
+// failed is the writer stopping on a failed connection.
+func (q *answerQueue) failed() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.running, q.broken = false, true
+	if q.finished {
+		close(q.done)
+	}
+}
+
+// finish is the reader ending: it waits until the writer has sent what is
+// queued (or failed).
+func (q *answerQueue) finish() {
+	q.mu.Lock()
+	q.finished = true
+	running := q.running
+	q.mu.Unlock()
+	if running {
+		<-q.done
+	}
 }
 
 // read reads and starts requests until the connection ends (ctx); their
 // handlers run under hctx, which also ends when the server stops.
-func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
-	br := bufio.NewReaderSize(c.nc, connBufferBytes)
+func (c *conn) read(ctx, hctx context.Context, queue *answerQueue) {
+	br := &connReader{nc: c.nc, pool: &c.s.readBufs}
+	defer br.release()
 	var sizeBuf [4]byte
 	for ctx.Err() == nil {
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-		if _, err := br.Peek(1); err != nil {
+		if err := br.wait(); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.log.Debug("read", "err", err)
+				c.logger().Debug("read", "err", err)
 			}
 			return
 		}
@@ -118,7 +195,7 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 		// the idle timeout.
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
-			c.log.Debug("read", "err", err)
+			c.logger().Debug("read", "err", err)
 			return
 		}
 		c.unanswered.Add(1)
@@ -128,20 +205,18 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 			if !ok {
 				return
 			}
-			select {
-			case queue <- p:
-			case <-ctx.Done():
+			if !queue.push(ctx, &p) {
 				return
 			}
 			continue
 		}
 		if size < 8 || size > c.s.cfg.MaxFrameBytes {
-			c.log.Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
+			c.logger().Warn("closing connection: bad frame size", "size", size, "max", c.s.cfg.MaxFrameBytes)
 			return
 		}
 		frame, err := c.s.frames.read(br, int(size))
 		if err != nil {
-			c.log.Debug("read frame", "err", err)
+			c.logger().Debug("read frame", "err", err)
 			return
 		}
 		if !c.waitUnmuted(ctx) {
@@ -155,15 +230,100 @@ func (c *conn) read(ctx, hctx context.Context, queue chan<- pending) {
 			c.unanswered.Add(-1)
 			continue
 		}
-		select {
-		case queue <- p:
-		case <-ctx.Done():
+		if !queue.push(ctx, &p) {
 			return
 		}
 		if p.reply.closeAfter {
 			return // the writer sends the answer, then the connection closes
 		}
 	}
+}
+
+// connReader reads a connection through a buffer that it holds only while
+// bytes wait in it: between requests, where a group member's connection
+// spends nearly all its time, the buffer is back in the server's pool, and
+// 10,000 idle connections do not keep 10,000 buffers for the GC to count.
+// A small request arrives whole in head, its own small buffer, and needs
+// no other.
+type connReader struct {
+	nc     net.Conn
+	pool   *sync.Pool    // of *bufio.Reader
+	br     *bufio.Reader // nil while nothing is buffered in it
+	head   [connHeadBytes]byte
+	hr, hw int // head[hr:hw] is still to be read
+}
+
+// connHeadBytes holds a Heartbeat, OffsetCommit or small Metadata request.
+const connHeadBytes = 256
+
+// wait blocks until bytes of the next frame are there. With none buffered
+// it reads into head straight from the connection, holding no buffer
+// while it waits.
+func (r *connReader) wait() error {
+	if r.hr < r.hw || r.br != nil && r.br.Buffered() > 0 {
+		return nil
+	}
+	r.release()
+	for {
+		n, err := r.nc.Read(r.head[:])
+		if n > 0 || err != nil {
+			r.hr, r.hw = 0, n
+			return err
+		}
+	}
+}
+
+// Read reads what head holds, then through the buffer, taking one from
+// the pool if none is held.
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.hr < r.hw {
+		n := copy(p, r.head[r.hr:r.hw])
+		r.hr += n
+		return n, nil
+	}
+	if r.br == nil {
+		r.br, _ = r.pool.Get().(*bufio.Reader)
+		if r.br == nil {
+			r.br = bufio.NewReaderSize(nil, connBufferBytes)
+		}
+		r.br.Reset(r.nc)
+	}
+	return r.br.Read(p)
+}
+
+// release gives the buffer back to the pool; what it held is dropped.
+func (r *connReader) release() {
+	if r.br != nil {
+		r.br.Reset(nil)
+		r.pool.Put(r.br)
+		r.br = nil
+	}
+}
+
+// writeBufs are a connection's write buffer and the buffer its answers are
+// encoded in, held while answers are being sent (conn.write).
+type writeBufs struct {
+	bw  *bufio.Writer
+	out []byte // at most connBufferBytes; larger ones go to Server.answerBufs
+}
+
+// writeBufPool keeps writeBufs for the connections that send answers.
+type writeBufPool struct {
+	p sync.Pool // of *writeBufs
+}
+
+func (wp *writeBufPool) get(w io.Writer) *writeBufs {
+	wb, _ := wp.p.Get().(*writeBufs)
+	if wb == nil {
+		wb = &writeBufs{bw: bufio.NewWriterSize(nil, connBufferBytes)}
+	}
+	wb.bw.Reset(w)
+	return wb
+}
+
+func (wp *writeBufPool) put(wb *writeBufs) {
+	wb.bw.Reset(nil)
+	wp.p.Put(wb)
 }
 
 // maxTokenBytes bounds a bare SASL token (Kafka's
@@ -176,15 +336,15 @@ const maxTokenBytes = 512 << 10
 // answer: v0 has no way to say why, and Kafka closes it too.
 func (c *conn) rawToken(ctx context.Context, br io.Reader, size int32) (pending, bool) {
 	if size < 0 || size > maxTokenBytes || c.sess.exchange == nil {
-		c.log.Warn("closing connection: bad SASL token size", "size", size, "max", maxTokenBytes)
+		c.logger().Warn("closing connection: bad SASL token size", "size", size, "max", maxTokenBytes)
 		return pending{}, false
 	}
 	token, err := readFrameBody(br, int(size))
 	if err != nil {
-		c.log.Debug("read SASL token", "err", err)
+		c.logger().Debug("read SASL token", "err", err)
 		return pending{}, false
 	}
-	out, _, fail := c.s.saslStep(&c.sess, token, c.nc.RemoteAddr().String())
+	out, _, fail := c.s.saslStep(&c.sess, token, c.remote)
 	if fail != nil {
 		sleepCtx(ctx, c.s.cfg.SASL.FailureDelay)
 		return pending{}, false
@@ -264,7 +424,7 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	started := time.Now()
 	hdr, req, body, err := ParseRequest(frame)
 	if err != nil {
-		c.log.Warn("closing connection: bad request header", "api_key", hdr.Key, "version", hdr.Version, "err", err)
+		c.logger().Warn("closing connection: bad request header", "api_key", hdr.Key, "version", hdr.Version, "err", err)
 		return pending{}, false
 	}
 	h, known := c.s.handlers[hdr.Key]
@@ -273,18 +433,18 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 		return pending{corr: hdr.CorrelationID, reply: now(c.s.unsupportedAPIVersions())}, true
 	}
 	if !known || hdr.Version < h.min || hdr.Version > h.max {
-		c.log.Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
+		c.logger().Warn("closing connection: unsupported api version", "api", kmsg.NameForKey(hdr.Key), "api_key", hdr.Key, "version", hdr.Version)
 		return pending{}, false
 	}
 	if !c.sess.admit(hdr.Key, time.Now()) {
-		c.log.Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
+		c.logger().Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
 		return pending{}, false
 	}
 	if err := DecodeBody(req, body); err != nil {
-		c.log.Warn("closing connection", "err", err)
+		c.logger().Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.nc.RemoteAddr().String(), Forwarded: c.peer, sess: &c.sess}
+	r := &Request{Header: hdr, Body: req, Remote: c.remote, Forwarded: c.peer, sess: &c.sess}
 	if hdr.Key == 0 { // only handleProduce says when it is through (Request.done)
 		r.release = c.s.frames.releaser(frame)
 	}
@@ -313,21 +473,37 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 	return p, true
 }
 
-// connBufferBytes sizes each connection's read and write buffers, and the
-// largest answer buffer a connection keeps between answers. Frames and
-// answers larger than that go straight between the socket and their own
-// buffers, so a larger size saves no system call on bulk traffic; what it
-// costs is memory per connection, whether busy or idle: with 64 KiB
-// buffers, 10,000 group members' connections held 710 MB of a node's
-// 754 MB heap.
+// connBufferBytes sizes the read and write buffers a connection holds
+// while it is busy (connReader, writeBufs), and the largest answer buffer
+// kept with them. Frames and answers larger than that go straight between
+// the socket and their own buffers, so a larger size saves no system call
+// on bulk traffic. With 64 KiB buffers held for the connection's life,
+// 10,000 group members' connections held 710 MB of a node's 754 MB heap;
+// with 8 KiB ones held so, still 40 KB a connection
+// (BenchmarkHeartbeatIdleConnections); an idle one now holds about 2.7 KB
+// of heap and its reader's stack.
 const connBufferBytes = 8 << 10
 
-func (c *conn) write(ctx context.Context, queue <-chan pending) {
-	bw := bufio.NewWriterSize(c.nc, connBufferBytes)
-	var buffered int64 // answers written to bw since the last flush
+// write sends the queued answers in order until it finds the queue empty,
+// everything sent and flushed (true), or the connection fails (false).
+func (c *conn) write(ctx context.Context, q *answerQueue) bool {
+	// The write buffers are held from an answer until the flush after it,
+	// when no other answer is queued: an idle connection holds none.
+	var wb *writeBufs
+	hold := func() *writeBufs {
+		if wb == nil {
+			wb = c.s.writeBufs.get(c.nc)
+		}
+		return wb
+	}
+	var buffered int64 // answers written to wb since the last flush
 	flush := func() error {
-		if err := bw.Flush(); err != nil {
-			return err
+		if wb != nil {
+			if err := wb.bw.Flush(); err != nil {
+				return err
+			}
+			c.s.writeBufs.put(wb)
+			wb = nil
 		}
 		if err := flushTLS(c.nc); err != nil {
 			return err
@@ -337,18 +513,28 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 		buffered = 0
 		return nil
 	}
-	var out []byte
-	for p := range queue {
+	for {
+		var p *pending
+		select {
+		case p = <-q.ch:
+		default:
+			if q.idle() {
+				return true
+			}
+			continue
+		}
 		if p.raw {
+			w := hold()
 			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
-			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(p.token)))
-			if _, err := bw.Write(append(out, p.token...)); err != nil {
-				return
+			w.out = binary.BigEndian.AppendUint32(w.out[:0], uint32(len(p.token)))
+			w.out = append(w.out, p.token...)
+			if _, err := w.bw.Write(w.out); err != nil {
+				return false
 			}
 			buffered++
-			if len(queue) == 0 {
+			if len(q.ch) == 0 {
 				if err := flush(); err != nil {
-					return
+					return false
 				}
 			}
 			continue
@@ -361,12 +547,12 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 				// Send what is buffered before waiting, so earlier answers
 				// don't sit behind a long poll or a commit.
 				if err := flush(); err != nil {
-					return
+					return false
 				}
 				select {
 				case resp = <-p.reply.later:
 				case <-ctx.Done():
-					return
+					return false
 				}
 			}
 		}
@@ -374,18 +560,20 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			if err := flush(); err == nil {
 				c.resetCutOff(ctx)
 			}
-			return
+			return false
 		}
 		if p.observe != nil {
 			p.observe(resp)
 		}
-		if !c.applyThrottle(ctx, p, resp) {
-			return
+		if !c.applyThrottle(ctx, *p, resp) {
+			return false
 		}
 		if c.listener != nil && c.listener.Name != "" {
 			c.s.localizeEndpoints(resp, c.listener.Name)
 		}
+		w := hold()
 		encoding := time.Now()
+		out := w.out
 		if out == nil {
 			if bp, _ := c.s.answerBufs.Get().(*[]byte); bp != nil {
 				out = *bp
@@ -398,25 +586,27 @@ func (c *conn) write(ctx context.Context, queue <-chan pending) {
 			out = binary.BigEndian.AppendUint64(out, c.s.cluster.AppliedIndex())
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
-		if _, err := bw.Write(out); err != nil {
-			return
-		}
-		buffered++
-		if len(queue) == 0 {
-			if err := flush(); err != nil {
-				return
-			}
-		}
+		_, err := w.bw.Write(out)
+		w.out = out
 		if cap(out) > connBufferBytes {
-			// Not pinned to a connection that may now idle, but kept for the
-			// next large answer on any: growing a buffer to a fetch's size
-			// afresh for every answer copied it several times over.
+			// Not pinned to write buffers that may now idle, but kept for
+			// the next large answer on any connection: growing a buffer to
+			// a fetch's size afresh for every answer copied it several
+			// times over.
 			b := out[:0]
 			c.s.answerBufs.Put(&b)
-			out = nil
+			w.out = nil
+		}
+		if err != nil {
+			return false
+		}
+		buffered++
+		if len(q.ch) == 0 {
+			if err := flush(); err != nil {
+				return false
+			}
 		}
 	}
-	flush()
 }
 
 // cutOffMinAge is the least time a connection is open before a cut-off
@@ -442,7 +632,7 @@ func (c *conn) resetCutOff(ctx context.Context) {
 		t.Stop()
 	}
 	c.s.metrics.cutOff.Inc()
-	c.log.Debug("resetting connection: no leader in contact", "leaderless_for", c.s.cluster.LeaderlessFor())
+	c.logger().Debug("resetting connection: no leader in contact", "leaderless_for", c.s.cluster.LeaderlessFor())
 	tc := tcpConnOf(c.nc)
 	if tc == nil {
 		return

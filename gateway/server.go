@@ -198,9 +198,13 @@ type Server struct {
 	// answerBufs holds the encoding buffers of answers larger than a
 	// connection keeps (connBufferBytes).
 	answerBufs sync.Pool // of *[]byte
-	quotas     QuotaStore
-	throttle   throttler
-	handlers   map[int16]handler
+	// readBufs and writeBufs hold the connections' read and write
+	// buffers while they idle (connReader, conn.write).
+	readBufs  sync.Pool // of *bufio.Reader
+	writeBufs writeBufPool
+	quotas    QuotaStore
+	throttle  throttler
+	handlers  map[int16]handler
 
 	// alterMu serializes topic config changes: IncrementalAlterConfigs
 	// reads a topic's configs and writes the whole new set, so two changes
@@ -540,7 +544,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		c.nc.SetDeadline(time.Time{})
 		if err != nil {
 			// A plaintext client on a TLS listener ends here too.
-			c.log.Info("closing connection: TLS handshake failed", "err", err)
+			c.logger().Info("closing connection: TLS handshake failed", "err", err)
 			c.nc.Close()
 			return false
 		}

@@ -80,7 +80,7 @@ func runGroups(ctx context.Context, log *slog.Logger, cfg groupsConfig) (*groups
 	meta.Topics = []string{b.topic}
 	b.meta = meta.AppendTo(nil)
 	res := &groupsResult{Mode: cfg.mode, Label: cfg.label, Brokers: strings.Join(cfg.brokers, ","), Members: cfg.members,
-		Groups: cfg.groups, HeartbeatMs: ms(cfg.heartbeat), WindowS: cfg.window.Seconds(), TargetS: cfg.target.Seconds()}
+		Groups: cfg.groups, HeartbeatMs: ms(cfg.heartbeat), HeartbeatSpread: cfg.spread, WindowS: cfg.window.Seconds(), TargetS: cfg.target.Seconds()}
 
 	admCl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.brokers...),
@@ -205,6 +205,7 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 		}
 	}
 	self0, selfErr := readProcCPU("self")
+	rt0 := readRuntimeHists()
 	now := time.Now()
 	b.winStart.Store(now.UnixNano())
 	b.winEnd.Store(now.Add(b.cfg.window).UnixNano())
@@ -226,6 +227,11 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 	if self1, err := readProcCPU("self"); err == nil && selfErr == nil {
 		res.BenchCPUPercent = cpuPercent(self0, self1)
 	}
+	rt1 := readRuntimeHists()
+	sched := histDelta(rt0.sched, rt1.sched)
+	res.BenchSchedP99Ms = histQuantile(sched, 0.99) * 1e3
+	res.BenchSchedMaxMs = histQuantile(sched, 1) * 1e3
+	res.BenchGCPauseMaxMs = histQuantile(histDelta(rt0.gc, rt1.gc), 1) * 1e3
 	b.log.Info("heartbeat window closed")
 	return nil
 }
@@ -426,6 +432,9 @@ func (m *member) sync(ctx context.Context, jr *kmsg.JoinGroupResponse) bool {
 // rejoin, false when it is done (ctx ended or the window is over).
 func (m *member) heartbeat(ctx context.Context, generation int32) bool {
 	next := time.Now().Add(m.b.cfg.heartbeat)
+	if m.b.cfg.spread {
+		next = time.Now().Add(rand.N(m.b.cfg.heartbeat))
+	}
 	for {
 		if end := m.b.winEnd.Load(); end != 0 && next.UnixNano() >= end {
 			return false

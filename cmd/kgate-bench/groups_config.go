@@ -22,7 +22,11 @@ type groupsConfig struct {
 	membersPerConn    int // on JoinGroup/SyncGroup connections
 	heartbeatsPerConn int // on Heartbeat connections
 
-	heartbeat    time.Duration
+	heartbeat time.Duration
+	// spread starts each member's heartbeats at a random point of the
+	// interval after it joins, instead of one interval after its
+	// SyncGroup (see the usage).
+	spread       bool
 	session      time.Duration
 	rebalance    time.Duration
 	window       time.Duration // measured heartbeat window; 0 = none
@@ -47,6 +51,12 @@ serve a connection's requests one after another, so a parked JoinGroup holds
 up everything behind it). With -heartbeats-per-conn above 1, Heartbeats and
 first JoinGroups go over connections shared by that many members instead,
 and a heartbeat's latency includes the wait behind those queued before it.
+
+Members that join in the same rebalance (here: all 1,000 groups within
+the same few hundred milliseconds) would otherwise heartbeat together, all
+10,000 in the same instant every interval, so each member's first
+heartbeat comes at a random point of the interval (-heartbeat-spread):
+the load is then the steady rate the interval gives.
 
 It reports the time until every member completed its first SyncGroup (all
 groups Stable), and over a -window of steady heartbeating: heartbeat latency
@@ -92,6 +102,7 @@ func parseGroupsConfig(mode string, args []string, output io.Writer) (groupsConf
 	fs.IntVar(&cfg.membersPerConn, "members-per-conn", 1, "members sharing a JoinGroup/SyncGroup connection: 1, the only value that works (a connection's requests are served in order, and a parked JoinGroup would hold the others)")
 	fs.IntVar(&cfg.heartbeatsPerConn, "heartbeats-per-conn", 1, "members sharing a Heartbeat connection (1: each member heartbeats on its own connection)")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 3*time.Second, "heartbeat interval")
+	fs.BoolVar(&cfg.spread, "heartbeat-spread", true, "start each member's heartbeats at a random point of the interval (false: one interval after its SyncGroup, so members that joined together heartbeat together)")
 	fs.DurationVar(&cfg.session, "session-timeout", 45*time.Second, "session timeout members ask for")
 	fs.DurationVar(&cfg.rebalance, "rebalance-timeout", 60*time.Second, "rebalance timeout members ask for")
 	fs.DurationVar(&cfg.window, "window", defWindow, "measured heartbeat window after every group is Stable (0 = stop once Stable)")

@@ -13,8 +13,11 @@ func TestParseGroupsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.members != 10000 || cfg.groups != 1000 || cfg.window != time.Minute || cfg.target != 0 ||
-		cfg.heartbeat != 3*time.Second || cfg.session != 45*time.Second || cfg.rebalance != time.Minute {
+		cfg.heartbeat != 3*time.Second || cfg.session != 45*time.Second || cfg.rebalance != time.Minute || !cfg.spread {
 		t.Errorf("groups defaults: %+v", cfg)
+	}
+	if cfg, err := parseGroupsConfig("groups", []string{"-heartbeat-spread=false"}, io.Discard); err != nil || cfg.spread {
+		t.Errorf("-heartbeat-spread=false: spread %v, %v", cfg.spread, err)
 	}
 	cfg, err = parseGroupsConfig("joinstorm", []string{"-brokers", "x:1", "-leader-pid", "42"}, io.Discard)
 	if err != nil {

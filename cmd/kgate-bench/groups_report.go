@@ -33,13 +33,16 @@ type groupsResult struct {
 	SyncP99Ms float64 `json:"sync_p99_ms"`
 	SyncMaxMs float64 `json:"sync_max_ms"`
 
-	HeartbeatMs    float64 `json:"heartbeat_interval_ms"`
-	WindowS        float64 `json:"window_s"`
-	Heartbeats     int64   `json:"heartbeats"` // sent in the window
-	HeartbeatsPerS float64 `json:"heartbeats_per_sec"`
-	HeartbeatP50Ms float64 `json:"heartbeat_p50_ms"`
-	HeartbeatP99Ms float64 `json:"heartbeat_p99_ms"`
-	HeartbeatMaxMs float64 `json:"heartbeat_max_ms"`
+	HeartbeatMs float64 `json:"heartbeat_interval_ms"`
+	// HeartbeatSpread: members' heartbeats start at random points of the
+	// interval rather than together (-heartbeat-spread).
+	HeartbeatSpread bool    `json:"heartbeat_spread"`
+	WindowS         float64 `json:"window_s"`
+	Heartbeats      int64   `json:"heartbeats"` // sent in the window
+	HeartbeatsPerS  float64 `json:"heartbeats_per_sec"`
+	HeartbeatP50Ms  float64 `json:"heartbeat_p50_ms"`
+	HeartbeatP99Ms  float64 `json:"heartbeat_p99_ms"`
+	HeartbeatMaxMs  float64 `json:"heartbeat_max_ms"`
 
 	// Errors by "request:CODE" before the window (joining, syncing) and in it.
 	SetupErrors  map[string]int64 `json:"setup_errors"`
@@ -52,6 +55,12 @@ type groupsResult struct {
 	LeaderCPUPercent float64 `json:"leader_cpu_percent"` // of one core, over the window
 	LeaderRSSMiB     float64 `json:"leader_rss_mib,omitempty"`
 	BenchCPUPercent  float64 `json:"bench_cpu_percent"` // this process, over the window
+	// This process's own goroutine scheduling delay and GC pauses over
+	// the window (runtimeHists): what of the heartbeat latency is the
+	// load tool's.
+	BenchSchedP99Ms   float64 `json:"bench_sched_delay_p99_ms"`
+	BenchSchedMaxMs   float64 `json:"bench_sched_delay_max_ms"`
+	BenchGCPauseMaxMs float64 `json:"bench_gc_pause_max_ms"`
 
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
@@ -85,7 +94,11 @@ func writeGroupsTable(w io.Writer, r *groupsResult) error {
 	row("SyncGroup p50/p99/max ms", "%.1f / %.1f / %.1f", r.SyncP50Ms, r.SyncP99Ms, r.SyncMaxMs)
 	row("errors while joining", "%s", formatCounts(r.SetupErrors))
 	if r.WindowS > 0 {
-		row("heartbeat window", "%.0f s, every %.0f ms: %d heartbeats (%.0f/s)", r.WindowS, r.HeartbeatMs, r.Heartbeats, r.HeartbeatsPerS)
+		phases := "members in step"
+		if r.HeartbeatSpread {
+			phases = "members spread over it"
+		}
+		row("heartbeat window", "%.0f s, every %.0f ms (%s): %d heartbeats (%.0f/s)", r.WindowS, r.HeartbeatMs, phases, r.Heartbeats, r.HeartbeatsPerS)
 		row("heartbeat p50/p99/max ms", "%.2f / %.2f / %.2f", r.HeartbeatP50Ms, r.HeartbeatP99Ms, r.HeartbeatMaxMs)
 		row("errors in window", "%s", formatCounts(r.WindowErrors))
 		row("rejoins (in window)", "%d (%d)", r.Rejoins, r.WindowRejoins)
@@ -93,6 +106,7 @@ func writeGroupsTable(w io.Writer, r *groupsResult) error {
 			row("leader CPU (pid "+fmt.Sprint(r.LeaderPID)+")", "%.1f%% of one core, RSS %.0f MiB", r.LeaderCPUPercent, r.LeaderRSSMiB)
 		}
 		row("kgate-bench CPU", "%.1f%% of one core", r.BenchCPUPercent)
+		row("kgate-bench sched delay p99/max ms", "%.2f / %.2f (GC pause max %.2f ms)", r.BenchSchedP99Ms, r.BenchSchedMaxMs, r.BenchGCPauseMaxMs)
 	}
 	row("result", "%s", status)
 	return tw.Flush()

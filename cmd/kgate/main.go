@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"regexp"
 	"sync"
 	"syscall"
 	"time"
@@ -143,7 +144,12 @@ func serve(ctx context.Context, cfg *config) error {
 
 	// The node's metrics registry: every package's collector, nothing global.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		// How long runnable goroutines waited to run, and the GC's
+		// stop-the-world pauses: what a request's latency owes to the
+		// runtime and to the machine's load rather than to kgate's work.
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/(latencies|pauses/total/gc):seconds$`)},
+	)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	local := embedded.New(node, state, log)
 	var backend gateway.Backend = local

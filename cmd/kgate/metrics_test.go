@@ -173,6 +173,8 @@ func TestMetrics(t *testing.T) {
 				{"kgate_kafka_parked_fetches", nil, gte(0), ">= 0"},
 				{"kgate_group_parked_requests", []string{"api", "JoinGroup"}, eq(0), "= 0"},
 				{"go_goroutines", nil, gt(0), "> 0"},
+				{"go_sched_latencies_seconds", nil, gt(0), "> 0 goroutines scheduled"},
+				{"go_sched_pauses_total_gc_seconds", nil, gte(0), ">= 0"},
 				{"process_resident_memory_bytes", nil, gt(0), "> 0"},
 			}
 			if n.id == leader {
