@@ -127,8 +127,10 @@ func TestCutOffNodeResetsClients(t *testing.T) {
 	fcReq.CoordinatorKey = "g"
 	for _, req := range []kmsg.Request{metadataOf("cut"), fcReq} {
 		t.Run(kmsg.NameForKey(req.Key()), func(t *testing.T) {
-			c := dialRaw(t, addr)
+			// Timed from before the dial: the node counts from its accept,
+			// which can come before dialRaw returns.
 			opened := time.Now()
+			c := dialRaw(t, addr)
 			if resp := c.do(av).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 				t.Fatalf("ApiVersions from a cut-off node: error %d", resp.ErrorCode)
 			}
