@@ -125,10 +125,9 @@ type Node struct {
 	departed   map[int32]time.Time
 	connClosed atomic.Int64 // unix nanos an inbound Raft connection last ended
 	connEnded  chan struct{}
-	lease      time.Duration // Raft's leader lease
-	startIndex uint64        // the last index of the Raft log at start (see knowsCommit)
-	leader     atomic.Bool   // this node leads and has caught up (barrier done)
-	life       *lifecycle    // starts and stops the leader services
+	startIndex uint64      // the last index of the Raft log at start (see knowsCommit)
+	leader     atomic.Bool // this node leads and has caught up (barrier done)
+	life       *lifecycle  // starts and stops the leader services
 	mu         sync.Mutex
 	watchers   []chan struct{}
 
@@ -137,6 +136,9 @@ type Node struct {
 	// own state may read otherwise: see untilRaftShutdown).
 	raftStopped chan struct{}
 	wg          sync.WaitGroup
+	// rpcs: Raft RPCs this node sends outside Raft (see rpc); they end
+	// at the transport's timeout or when Shutdown closes the transport.
+	rpcs sync.WaitGroup
 
 	// refusedOld: nodes reconcile has logged as too old to be voters (only
 	// the voter reconcile service touches it).
@@ -229,14 +231,17 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.LeaderLease > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLease
 	} else {
-		// Half the heartbeat timeout: a leader cut off from the others
-		// steps down sooner, and hastenElections can shorten a
-		// follower's heartbeat timeout to this (Raft refuses a heartbeat
-		// timeout shorter than the lease). The leader heartbeats every
-		// tenth of the heartbeat timeout, so this still spans several.
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
+		// The whole heartbeat timeout (Raft's upper bound): a leader
+		// steps down when a majority has not answered it for this long.
+		// Half of it (250 ms by default) made leaders step down with no
+		// fault at all whenever their process was starved that long (a
+		// loaded machine, a GC pause): an election and client retries
+		// for nothing. A leader so starved that the followers' own
+		// heartbeat timeout passes is replaced anyway; one cut off from
+		// the others cannot commit either way, and names itself only
+		// after VerifyLeader (ConfirmLeader).
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 	}
-	n.lease = rc.LeaderLeaseTimeout
 	if cfg.SnapshotEvery > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotEvery
 	}
@@ -850,6 +855,7 @@ func (n *Node) Shutdown() error {
 		n.gossip.shutdown(false)
 	}
 	n.trans.Close()
+	n.rpcs.Wait()
 	n.store.Close()
 	return err
 }
