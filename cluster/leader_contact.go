@@ -68,7 +68,7 @@ func (n *Node) noteConnClosed() {
 // (half the heartbeat timeout) after it saw the connections end, and wins
 // at once unless another survivor's log is longer. That one refuses it,
 // which moves its term on with no leader to hear from: it then stands at
-// once, and wins. A later survivor's own turn comes only half a heartbeat
+// once, and wins. A later survivor's own turn comes only a whole heartbeat
 // timeout after the one before, for when the earlier ones never stood
 // (one that missed the connections' end): standing deposes whoever leads
 // by then and splits the vote with a candidate of the same term, so a
@@ -86,7 +86,7 @@ func (n *Node) hastenElections() {
 		turn    *time.Timer // this follower's turn to stand, while suspecting
 		suspect raft.ServerID
 		term    uint64 // the term when the suspicion began
-		moved   int    // polls that saw the term move on without a leader
+		refused uint64 // the term of a vote request this node refuses
 	)
 	turnC := func() <-chan time.Time {
 		if turn == nil {
@@ -111,6 +111,15 @@ func (n *Node) hastenElections() {
 		case <-n.connEnded:
 		case <-turnC():
 			fire = true
+		case o := <-n.votes:
+			// Another survivor stood. If this one's log is longer, it
+			// refuses the vote (Raft observes the request before
+			// answering it): it then stands itself, at once.
+			req, ok := o.Data.(raft.RequestVoteRequest)
+			if !ok || turn == nil || req.Term <= term || !n.logLongerThan(req.LastLogTerm, req.LastLogIndex) {
+				continue
+			}
+			fire, refused = true, req.Term
 		case <-poll.C:
 			if turn == nil {
 				continue
@@ -122,26 +131,51 @@ func (n *Node) hastenElections() {
 		}
 		if turn == nil {
 			_, suspect = n.raft.LeaderWithID()
-			term, moved = n.raft.CurrentTerm(), 0
+			term, refused = n.raft.CurrentTerm(), 0
 			turn = time.NewTimer(n.suspectAfter() + n.turnOffset())
 			continue
 		}
-		if !fire && n.raft.CurrentTerm() > term {
-			// Another survivor stood, and this one has not heard from a
-			// leader since: it refused the vote (its log is longer).
-			// Twice in a row, as a granted vote moves the term a moment
-			// before it counts as contact (Raft stores the vote between).
-			if moved++; moved >= 2 {
-				fire = true
-			}
-		}
 		if fire {
 			disarm()
+			// Stand once Raft has taken the refused request's term, or
+			// the candidate would look like a voter that moved on.
+			if refused > 0 && !n.awaitTerm(refused) {
+				continue
+			}
 			if _, id := n.raft.LeaderWithID(); id == "" || id == suspect {
 				n.stand()
 			}
 		}
 	}
+}
+
+// awaitTerm waits (a quarter of the heartbeat timeout at most) until Raft's
+// term is at least term.
+func (n *Node) awaitTerm(term uint64) bool {
+	deadline := time.NewTimer(n.heartbeatTimeout() / 4)
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for n.raft.CurrentTerm() < term {
+		select {
+		case <-poll.C:
+		case <-deadline.C:
+			return false
+		case <-n.stop:
+			return false
+		}
+	}
+	return true
+}
+
+// logLongerThan reports whether this node's log is more up to date than
+// one ending at (term, index), the way a voter compares a candidate's.
+func (n *Node) logLongerThan(term, index uint64) bool {
+	lastTerm, err := strconv.ParseUint(n.raft.Stats()["last_log_term"], 10, 64)
+	if err != nil {
+		return false
+	}
+	return lastTerm > term || lastTerm == term && n.raft.LastIndex() > index
 }
 
 // suspectAfter is how long after the leader's connections ended the first
@@ -191,6 +225,9 @@ func (n *Node) stand() {
 		n.log.Info("not standing for election: another voter has moved on", "voter", id, "term", term)
 		return
 	}
+	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Follower || n.inContact() {
+		return // a vote request came meanwhile
+	}
 	since := time.Since(n.raft.LastContact())
 	req := &raft.TimeoutNowRequest{RPCHeader: n.rpcHeader(self)}
 	var err error
@@ -231,8 +268,8 @@ func (n *Node) rpcHeader(self raft.ServerID) raft.RPCHeader {
 // one is always refused: it claims an empty log), and reports one whose
 // term is past term: it has seen another survivor stand (its vote request
 // may still be on its way here) or a new leader. Voters that do not answer
-// within a tenth of the heartbeat timeout (a dead or cut-off node) count
-// as not having moved on.
+// within a quarter of the heartbeat timeout (a dead or cut-off node) count
+// as not having moved on; a dead one refuses the connection at once.
 func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (raft.ServerID, bool) {
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	type answer struct {
@@ -253,7 +290,7 @@ func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (raft.ServerID,
 			answers <- answer{id: v.ID, term: resp.Term}
 		}()
 	}
-	wait := time.NewTimer(n.heartbeatTimeout() / 10)
+	wait := time.NewTimer(n.heartbeatTimeout() / 4)
 	defer wait.Stop()
 	for range voters {
 		select {
@@ -272,9 +309,8 @@ func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (raft.ServerID,
 
 // turnOffset is how long after the others this follower stands for
 // election when its leader seems dead: one stagger per surviving voter
-// with a lower node id, each half the heartbeat timeout (250 ms by
-// default): much more than a vote's round trip between live nodes, even
-// loaded ones.
+// with a lower node id, each the heartbeat timeout (500 ms by default):
+// much more than a vote's round trip between live nodes, even loaded ones.
 func (n *Node) turnOffset() time.Duration {
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {

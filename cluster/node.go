@@ -118,6 +118,7 @@ type Node struct {
 	notify    chan bool
 	logBytes  atomic.Int64          // Raft log bytes applied since the last snapshot
 	observed  chan raft.Observation // leader changes, for AwaitLeader
+	votes     chan raft.Observation // vote requests, for hastenElections
 	leaderMu  sync.Mutex
 	leaderCh  chan struct{} // closed at the next leader observation
 	// lastLeader and departed: see noteLeader (guarded by leaderMu).
@@ -294,6 +295,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	n.leaderCh = make(chan struct{})
 	r.RegisterObserver(raft.NewObserver(n.observed, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	n.votes = make(chan raft.Observation, 16)
+	r.RegisterObserver(raft.NewObserver(n.votes, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.RequestVoteRequest)
 		return ok
 	}))
 	n.wg.Add(4)
