@@ -66,9 +66,9 @@ func (n *Node) noteConnClosed() {
 // 1.2-1.5 s elections seen under load). So the survivors take turns, in
 // the order of their node ids. The first stands (see stand) suspectAfter
 // (half the heartbeat timeout) after it saw the connections end, and wins
-// at once unless another survivor's log is longer. That one refuses it,
-// which moves its term on with no leader to hear from: it then stands at
-// once, and wins. A later survivor's own turn comes only a whole heartbeat
+// at once unless another survivor's log is longer. That one refuses it
+// (it sees the vote request in Raft's observations and compares the logs
+// as Raft does) and then stands at once, and wins. A later survivor's own turn comes only a whole heartbeat
 // timeout after the one before, for when the earlier ones never stood
 // (one that missed the connections' end): standing deposes whoever leads
 // by then and splits the vote with a candidate of the same term, so a
