@@ -238,6 +238,7 @@ func (n *Node) crashForTest() {
 		n.gossip.shutdown(false)
 	}
 	n.trans.Close()
+	n.rpcs.Wait()
 	n.store.Close()
 }
 

@@ -64,39 +64,43 @@ func (n *Node) noteConnClosed() {
 // and, when both ask for votes in the same moment, split the vote: then
 // the election waits out the election timeout and its jitter again (the
 // 1.2-1.5 s elections seen under load). So the survivors take turns, in
-// the order of their node ids, one stagger apart, each one the lease after
-// the leader's last contact: the first turns candidate (and forgets the
-// leader, which lets it grant its vote; its own pre-vote fails while the
-// others still follow the leader), the next asks a moment later and wins
-// (three nodes: the second). If the later one's log is shorter, the vote
-// goes to the earlier one on its next try, which the shortened election
-// timeout brings after the lease rather than after the full timeout.
+// the order of their node ids. The first stands (see stand) suspectAfter
+// (half the heartbeat timeout) after it saw the connections end, and wins
+// at once unless another survivor's log is longer. That one refuses it
+// (it sees the vote request in Raft's observations and compares the logs
+// as Raft does) and then stands at once, and wins. A later survivor's own turn comes only a whole heartbeat
+// timeout after the one before, for when the earlier ones never stood
+// (one that missed the connections' end): standing deposes whoever leads
+// by then and splits the vote with a candidate of the same term, so a
+// survivor must not stand while an earlier one's vote request may still be
+// on its way (seen: survivors that noticed the end 50 ms apart, and a vote
+// request that took longer than that, on a loaded machine).
 //
-// A follower goes candidate by lowering its heartbeat timeout to the
-// lease once the lease has passed since the last contact: Raft re-checks
-// its timer at once when the timeout is lowered. A wrongly suspected live
-// leader heartbeats every tenth of the heartbeat timeout, within the
-// lease, so the turn never comes; and pre-vote keeps a follower that
-// still hears it from being disrupted. Both timeouts go back to normal
-// once a leader is in contact again.
+// A wrongly suspected live leader heartbeats every tenth of the heartbeat
+// timeout, well within suspectAfter, so the turn never comes; the turn is
+// dropped once a leader is in contact again or an election began, and
+// skipped if another leader is known by then.
 func (n *Node) hastenElections() {
 	defer n.wg.Done()
-	var normal, fast raft.ReloadableConfig
-	hastened := false
-	var turn *time.Timer // this follower's turn to stand, while suspecting
+	var (
+		turn    *time.Timer // this follower's turn to stand, while suspecting
+		suspect raft.ServerID
+		term    uint64 // the term when the suspicion began
+		refused uint64 // the term of a vote request this node refuses
+	)
 	turnC := func() <-chan time.Time {
 		if turn == nil {
 			return nil
 		}
 		return turn.C
 	}
-	stopTurn := func() {
+	disarm := func() {
 		if turn != nil {
 			turn.Stop()
 			turn = nil
 		}
 	}
-	defer stopTurn()
+	defer disarm()
 	poll := time.NewTicker(25 * time.Millisecond)
 	defer poll.Stop()
 	for {
@@ -106,53 +110,207 @@ func (n *Node) hastenElections() {
 			return
 		case <-n.connEnded:
 		case <-turnC():
-			turn, fire = nil, true
+			fire = true
+		case o := <-n.votes:
+			// Another survivor stood. If this one's log is longer, it
+			// refuses the vote (Raft observes the request before
+			// answering it): it then stands itself, at once.
+			req, ok := o.Data.(raft.RequestVoteRequest)
+			if !ok || turn == nil || req.Term <= term || !n.logLongerThan(req.LastLogTerm, req.LastLogIndex) {
+				continue
+			}
+			fire, refused = true, req.Term
 		case <-poll.C:
-			if !hastened && turn == nil {
+			if turn == nil {
 				continue
 			}
 		}
-		switch {
-		case !hastened && n.raft.State() == raft.Follower && !n.inContact():
-			if turn == nil && !fire {
-				wait := time.Until(n.raft.LastContact().Add(n.lease + n.turnOffset()))
-				turn = time.NewTimer(max(wait, 0))
+		if n.raft.State() != raft.Follower || n.inContact() {
+			disarm() // the leader is back, or an election began without us
+			continue
+		}
+		if turn == nil {
+			_, suspect = n.raft.LeaderWithID()
+			term, refused = n.raft.CurrentTerm(), 0
+			turn = time.NewTimer(n.suspectAfter() + n.turnOffset())
+			continue
+		}
+		if fire {
+			disarm()
+			// Stand once Raft has taken the refused request's term, or
+			// the candidate would look like a voter that moved on.
+			if refused > 0 && !n.awaitTerm(refused) {
 				continue
 			}
-			if !fire {
-				continue
+			if _, id := n.raft.LeaderWithID(); id == "" || id == suspect {
+				n.stand()
 			}
-			normal = n.raft.ReloadableConfig()
-			fast = normal
-			fast.HeartbeatTimeout = n.lease
-			fast.ElectionTimeout = n.lease
-			if fast.HeartbeatTimeout >= normal.HeartbeatTimeout {
-				continue
-			}
-			if err := n.raft.ReloadConfig(fast); err != nil {
-				n.log.Warn("shorten the heartbeat timeout", "err", err)
-				continue
-			}
-			hastened = true
-		case hastened && (n.raft.State() == raft.Leader || n.raft.State() == raft.Shutdown || n.inContact()):
-			// Unless someone set other timeouts meanwhile (an operator's
-			// reload, a test): those stand.
-			if cur := n.raft.ReloadableConfig(); cur.HeartbeatTimeout == fast.HeartbeatTimeout && cur.ElectionTimeout == fast.ElectionTimeout {
-				if err := n.raft.ReloadConfig(normal); err != nil {
-					n.log.Warn("restore the heartbeat timeout", "err", err)
-				}
-			}
-			hastened = false
-		case !hastened && turn != nil && (n.raft.State() != raft.Follower || n.inContact()):
-			stopTurn() // the leader is back, or an election began without us
 		}
 	}
 }
 
+// awaitTerm waits (a quarter of the heartbeat timeout at most) until Raft's
+// term is at least term.
+func (n *Node) awaitTerm(term uint64) bool {
+	deadline := time.NewTimer(n.heartbeatTimeout() / 4)
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for n.raft.CurrentTerm() < term {
+		select {
+		case <-poll.C:
+		case <-deadline.C:
+			return false
+		case <-n.stop:
+			return false
+		}
+	}
+	return true
+}
+
+// logLongerThan reports whether this node's log is more up to date than
+// one ending at (term, index), the way a voter compares a candidate's.
+func (n *Node) logLongerThan(term, index uint64) bool {
+	lastTerm, err := strconv.ParseUint(n.raft.Stats()["last_log_term"], 10, 64)
+	if err != nil {
+		return false
+	}
+	return lastTerm > term || lastTerm == term && n.raft.LastIndex() > index
+}
+
+// suspectAfter is how long after the leader's connections ended the first
+// survivor stands, if it has not heard from the leader since.
+func (n *Node) suspectAfter() time.Duration { return n.heartbeatTimeout() / 2 }
+
+// stand makes this follower a candidate now, as a leader makes its
+// successor one in a leadership transfer: by Raft's TimeoutNow, sent to
+// itself. Lowering the heartbeat timeout instead (ReloadConfig) would
+// need the leader lease to be no longer than the lowered timeout, and a
+// lease that short deposes leaders that were merely starved of CPU.
+//
+// Such a candidate skips pre-vote, and the others grant it their vote
+// even while they still follow the old leader (as for a transfer), so
+// the election ends in one round even when the other survivor has not
+// seen the leader's connections end (it would have refused a pre-vote
+// "since we have a leader" until its own heartbeat timeout, as in one
+// kill of 300 in make failover-bench). Votes still go only to a log at
+// least as long as the voter's, and one per term, so Raft's safety holds.
+// What a wrong stand costs is an election: it replaces a live leader, or
+// splits the vote with another survivor that stood a moment before. So
+// it takes a connection's end and no word from the leader since, and
+// first asks the other voters their term (newerTermAmong).
+func (n *Node) stand() {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil {
+		return
+	}
+	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	_, leader := n.raft.LeaderWithID()
+	voter := false
+	var others []raft.Server
+	for _, s := range fut.Configuration().Servers {
+		switch {
+		case s.Suffrage != raft.Voter:
+		case s.ID == self:
+			voter = true
+		case s.ID != leader:
+			others = append(others, s)
+		}
+	}
+	if !voter || n.raft.State() != raft.Follower || n.inContact() {
+		return
+	}
+	term := n.raft.CurrentTerm()
+	if id, ok := n.newerTermAmong(others, term); ok {
+		n.log.Info("not standing for election: another voter has moved on", "voter", id, "term", term)
+		return
+	}
+	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Follower || n.inContact() {
+		return // a vote request came meanwhile
+	}
+	since := time.Since(n.raft.LastContact())
+	req := &raft.TimeoutNowRequest{RPCHeader: n.rpcHeader(self)}
+	var err error
+	select {
+	case err = <-n.rpc(func() error {
+		return n.trans.TimeoutNow(self, n.trans.LocalAddr(), req, &raft.TimeoutNowResponse{})
+	}):
+	case <-n.stop:
+		return
+	}
+	if err != nil {
+		n.log.Warn("stand for election", "err", err)
+		return
+	}
+	n.log.Info("stood for election: the leader's connections ended", "since_last_contact", since.Round(time.Millisecond))
+}
+
+// rpc runs a Raft RPC and hands back its error. It may wait up to the
+// transport's timeout (10 s) for a peer that is cut off, or for this
+// node's own Raft once it stopped reading: callers wait for it only until
+// n.stop, and Shutdown waits for it once the transport is closed.
+func (n *Node) rpc(call func() error) <-chan error {
+	done := make(chan error, 1)
+	n.rpcs.Add(1)
+	go func() {
+		defer n.rpcs.Done()
+		done <- call()
+	}()
+	return done
+}
+
+func (n *Node) rpcHeader(self raft.ServerID) raft.RPCHeader {
+	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(self), Addr: n.trans.EncodePeer(self, n.trans.LocalAddr())}
+}
+
+// newerTermAmong asks voters for their term, the way a candidate's
+// pre-vote does (a pre-vote request changes nothing on the voter, and this
+// one is always refused: it claims an empty log), and reports one whose
+// term is past term: it has seen another survivor stand (its vote request
+// may still be on its way here) or a new leader. Voters that do not answer
+// within a quarter of the heartbeat timeout (a dead or cut-off node) count
+// as not having moved on; a dead one refuses the connection at once.
+func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (raft.ServerID, bool) {
+	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	type answer struct {
+		id   raft.ServerID
+		term uint64
+	}
+	answers := make(chan answer, len(voters))
+	for _, v := range voters {
+		n.rpcs.Add(1) // see rpc
+		go func() {
+			defer n.rpcs.Done()
+			req := &raft.RequestPreVoteRequest{RPCHeader: n.rpcHeader(self), Term: term}
+			var resp raft.RequestPreVoteResponse
+			if err := n.trans.RequestPreVote(v.ID, v.Address, req, &resp); err != nil {
+				answers <- answer{id: v.ID}
+				return
+			}
+			answers <- answer{id: v.ID, term: resp.Term}
+		}()
+	}
+	wait := time.NewTimer(n.heartbeatTimeout() / 4)
+	defer wait.Stop()
+	for range voters {
+		select {
+		case a := <-answers:
+			if a.term > term {
+				return a.id, true
+			}
+		case <-wait.C:
+			return "", false
+		case <-n.stop:
+			return "", false
+		}
+	}
+	return "", false
+}
+
 // turnOffset is how long after the others this follower stands for
 // election when its leader seems dead: one stagger per surviving voter
-// with a lower node id. The stagger is a fifth of the lease: more than a
-// vote's round trip between live nodes, small beside the timeouts.
+// with a lower node id, each the heartbeat timeout (500 ms by default):
+// much more than a vote's round trip between live nodes, even loaded ones.
 func (n *Node) turnOffset() time.Duration {
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
@@ -173,7 +331,7 @@ func (n *Node) turnOffset() time.Duration {
 			rank++
 		}
 	}
-	return time.Duration(rank) * (n.lease / 5)
+	return time.Duration(rank) * n.heartbeatTimeout()
 }
 
 func (n *Node) lastLeaderID() raft.ServerID {

@@ -130,6 +130,7 @@ type Node struct {
 	notify   chan bool
 	logBytes atomic.Int64          // Raft log bytes applied since the last snapshot
 	observed chan raft.Observation // leader changes, for AwaitLeader
+	votes    chan raft.Observation // vote requests, for hastenElections
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next leader observation
 	// lastLeader and departed: see noteLeader (guarded by leaderMu).
@@ -137,10 +138,9 @@ type Node struct {
 	departed   map[int32]time.Time
 	connClosed atomic.Int64 // unix nanos an inbound Raft connection last ended
 	connEnded  chan struct{}
-	lease      time.Duration // Raft's leader lease
-	startIndex uint64        // the last index of the Raft log at start (see knowsCommit)
-	leader     atomic.Bool   // this node leads and has caught up (barrier done)
-	life       *lifecycle    // starts and stops the leader services
+	startIndex uint64      // the last index of the Raft log at start (see knowsCommit)
+	leader     atomic.Bool // this node leads and has caught up (barrier done)
+	life       *lifecycle  // starts and stops the leader services
 	mu         sync.Mutex
 	watchers   []chan struct{}
 
@@ -149,6 +149,9 @@ type Node struct {
 	// own state may read otherwise: see untilRaftShutdown).
 	raftStopped chan struct{}
 	wg          sync.WaitGroup
+	// rpcs: Raft RPCs this node sends outside Raft (see rpc); they end
+	// at the transport's timeout or when Shutdown closes the transport.
+	rpcs sync.WaitGroup
 
 	// refusedOld: nodes reconcile has logged as too old to be voters (only
 	// the voter reconcile service touches it).
@@ -248,14 +251,17 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.LeaderLease > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLease
 	} else {
-		// Half the heartbeat timeout: a leader cut off from the others
-		// steps down sooner, and hastenElections can shorten a
-		// follower's heartbeat timeout to this (Raft refuses a heartbeat
-		// timeout shorter than the lease). The leader heartbeats every
-		// tenth of the heartbeat timeout, so this still spans several.
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
+		// The whole heartbeat timeout (Raft's upper bound): a leader
+		// steps down when a majority has not answered it for this long.
+		// Half of it (250 ms by default) made leaders step down with no
+		// fault at all whenever their process was starved that long (a
+		// loaded machine, a GC pause): an election and client retries
+		// for nothing. A leader so starved that the followers' own
+		// heartbeat timeout passes is replaced anyway; one cut off from
+		// the others cannot commit either way, and names itself only
+		// after VerifyLeader (ConfirmLeader).
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 	}
-	n.lease = rc.LeaderLeaseTimeout
 	if cfg.SnapshotEvery > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotEvery
 	}
@@ -309,6 +315,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	n.leaderCh = make(chan struct{})
 	r.RegisterObserver(raft.NewObserver(n.observed, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	n.votes = make(chan raft.Observation, 16)
+	r.RegisterObserver(raft.NewObserver(n.votes, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.RequestVoteRequest)
 		return ok
 	}))
 	n.wg.Add(4)
@@ -878,6 +889,7 @@ func (n *Node) Shutdown() error {
 		n.gossip.shutdown(false)
 	}
 	n.trans.Close()
+	n.rpcs.Wait()
 	n.store.Close()
 	return err
 }
