@@ -28,7 +28,9 @@ import (
 // cut, found by the node's Raft address.
 var testStreams sync.Map // Raft address -> *cutStream
 
-// testStartCut: Raft addresses whose transport starts cut off.
+// testStartCut: Raft addresses whose next transport starts cut off. The
+// mark is used up by that transport: ports are reused, and a later test's
+// node on the same address must not start cut.
 var testStartCut sync.Map
 
 func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error) {
@@ -37,7 +39,7 @@ func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connCl
 		return nil, err
 	}
 	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}, connClosed: connClosed}
-	_, s.cut = testStartCut.Load(bind)
+	_, s.cut = testStartCut.LoadAndDelete(bind)
 	testStreams.Store(bind, s)
 	return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
 }
