@@ -14,28 +14,37 @@ import (
 	"github.com/kgate/kgate/gateway/iggy/iggytest"
 )
 
-// TestIggySDKInterop (Iggy tier): an Iggy application and Kafka clients
-// share kgate's topics. Messages sent with the official Iggy SDK are
-// consumed through kgate as records (payload as value, no key, Iggy
-// headers as Kafka headers); records produced through kgate are polled by
-// the SDK with their values as payloads and header blocks it accepts.
-func TestIggySDKInterop(t *testing.T) {
+// startSDKInterop starts a kgate cluster on Iggy (the Iggy tier only),
+// builds the official Iggy SDK's check program for the server's dialect
+// and creates a topic named prefix-<n>.
+func startSDKInterop(t *testing.T, prefix string) (bootstrap, topic string, ib *iggyBackend, sdk *iggytest.SDKCheck) {
+	t.Helper()
 	if !iggyMode() {
 		t.Skipf("runs in the Iggy tier only (%s=iggy; make test runs it there)", envBackend)
 	}
 	srv := startKgate(t)
-	ib := srv.iggy.backend
+	ib = srv.iggy.backend
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	sdk, err := iggytest.BuildSDKCheck(ctx, ib.dialect)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bootstrap := srv.bootstrap()
-	topic := fmt.Sprintf("e2e-iggy-sdk-%d", time.Now().UnixNano()%1e9)
+	bootstrap = srv.bootstrap()
+	topic = fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e9)
 	step(t, "create topic (kadm)", createTimeout, func(ctx context.Context) error {
 		return kadmCreateTopic(ctx, bootstrap, topic)
 	})
+	return bootstrap, topic, ib, sdk
+}
+
+// TestIggySDKInterop (Iggy tier): an Iggy application and Kafka clients
+// share kgate's topics. Messages sent with the official Iggy SDK are
+// consumed through kgate as records (payload as value, no key, Iggy
+// headers as Kafka headers); records produced through kgate are polled by
+// the SDK with their values as payloads and header blocks it accepts.
+func TestIggySDKInterop(t *testing.T) {
+	bootstrap, topic, ib, sdk := startSDKInterop(t, "e2e-iggy-sdk")
 
 	// Iggy → Kafka.
 	step(t, "send 5 messages with the Iggy SDK to partition 1", createTimeout, func(ctx context.Context) error {
@@ -104,9 +113,6 @@ func TestIggySDKInterop(t *testing.T) {
 // both read every message back in one order. KGATE_E2E_SDK_VOLUME sets
 // the messages per writer and partition (default 20,000).
 func TestIggySDKInteropAtVolume(t *testing.T) {
-	if !iggyMode() {
-		t.Skipf("runs in the Iggy tier only (%s=iggy; make test runs it there)", envBackend)
-	}
 	n := 20000
 	if v := os.Getenv("KGATE_E2E_SDK_VOLUME"); v != "" {
 		var err error
@@ -114,19 +120,7 @@ func TestIggySDKInteropAtVolume(t *testing.T) {
 			t.Fatalf("KGATE_E2E_SDK_VOLUME=%q: want a count of at least 4", v)
 		}
 	}
-	srv := startKgate(t)
-	ib := srv.iggy.backend
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	sdk, err := iggytest.BuildSDKCheck(ctx, ib.dialect)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := srv.bootstrap()
-	topic := fmt.Sprintf("e2e-iggy-sdk-volume-%d", time.Now().UnixNano()%1e9)
-	step(t, "create topic (kadm)", createTimeout, func(ctx context.Context) error {
-		return kadmCreateTopic(ctx, bootstrap, topic)
-	})
+	bootstrap, topic, ib, sdk := startSDKInterop(t, "e2e-iggy-sdk-volume")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
