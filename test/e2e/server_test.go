@@ -337,8 +337,13 @@ func (s *kgateServer) restart() {
 	s.t.Logf("restarted kgate (SIGTERM) in %v", time.Since(begin).Round(time.Millisecond))
 }
 
+// handedOut holds every address freeAddr returned in this test process: a
+// port just closed can be handed out again, and a CI run got one port for
+// a node's Raft and gossip addresses (gossip's bind then failed).
+var handedOut sync.Map
+
 // freeAddr returns a loopback address whose port is free for TCP and UDP
-// (memberlist gossip uses both).
+// (memberlist gossip uses both), never one it returned before.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	for range 50 {
@@ -353,6 +358,9 @@ func freeAddr(t *testing.T) string {
 			continue
 		}
 		u.Close()
+		if _, again := handedOut.LoadOrStore(addr, true); again {
+			continue
+		}
 		return addr
 	}
 	t.Fatal("no free TCP+UDP port on 127.0.0.1")
