@@ -3,6 +3,8 @@ package cluster
 import (
 	"strconv"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // reviveEvery is how often reviveFailedServers asks failed servers.
@@ -35,14 +37,10 @@ func (n *Node) reviveFailedServers() {
 		if fut.Error() != nil {
 			continue
 		}
-		servers := map[int32]bool{}
+		self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 		for _, s := range fut.Configuration().Servers {
-			if id, err := strconv.Atoi(string(s.ID)); err == nil {
-				servers[int32(id)] = true
-			}
-		}
-		for _, m := range n.gossip.snapshot() {
-			if alive(m.state) || m.meta.ID == n.cfg.NodeID || m.meta.Leaving || !servers[m.meta.ID] {
+			m, known := n.gossip.member(s.ID)
+			if s.ID == self || !known || alive(m.state) || m.meta.Leaving {
 				continue
 			}
 			select {
