@@ -137,13 +137,24 @@ async fn produce(
     let mut msgs: Vec<IggyMessage> = (0..count)
         .map(|i| message(&format!("{prefix}{i}"), Some(("source", "iggy-sdk"))))
         .collect();
+    send(client, stream, topic, partition, &mut msgs).await;
+}
+
+// send sends msgs to the 0-based partition of stream/topic in one batch.
+async fn send(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    msgs: &mut Vec<IggyMessage>,
+) {
     must(
         client
             .send_messages(
                 &id(stream),
                 &id(topic),
                 &Partitioning::partition_id(FIRST_PARTITION + partition),
-                &mut msgs,
+                msgs,
             )
             .await,
         "send_messages",
@@ -251,17 +262,7 @@ async fn produce_volume(
                 )
             })
             .collect();
-        must(
-            client
-                .send_messages(
-                    &id(stream),
-                    &id(topic),
-                    &Partitioning::partition_id(FIRST_PARTITION + partition),
-                    &mut msgs,
-                )
-                .await,
-            "send_messages",
-        );
+        send(client, stream, topic, partition, &mut msgs).await;
         i = end;
     }
 }
@@ -372,17 +373,7 @@ async fn check(client: &IggyClient) {
     // Messages on the second partition: offsets from 0, payloads, headers.
     produce(client, &stream, topic, 1, 5, "m").await;
     let mut more = vec![message("with-header", Some(("k", "v")))];
-    must(
-        client
-            .send_messages(
-                &id(&stream),
-                &id(topic),
-                &Partitioning::partition_id(FIRST_PARTITION + 1),
-                &mut more,
-            )
-            .await,
-        "send_messages",
-    );
+    send(client, &stream, topic, 1, &mut more).await;
     let all = poll_all(client, &stream, topic, 1, 6).await;
     for (i, m) in all.iter().enumerate() {
         ensure(m.header.offset == i as u64, || {
