@@ -335,8 +335,7 @@ func (g *gossip) exchange(m member) (pushState, bool) {
 	g.mu.Lock()
 	delete(g.pushed, m.meta.ID)
 	g.mu.Unlock()
-	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
-		g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
+	if !g.pushPull(m) {
 		return pushState{}, false
 	}
 	g.mu.Lock()
@@ -356,17 +355,20 @@ func (g *gossip) leaderVoters(m member) (voters []int32, ok, older bool) {
 // askDirectly refreshes what we know of m from m itself (a push-pull with
 // it) and returns the result; ok is false when it is gone or was refused.
 func (g *gossip) askDirectly(m member) (member, bool) {
+	if !g.pushPull(m) {
+		return member{}, false
+	}
+	return g.memberByID(m.meta.ID)
+}
+
+// pushPull exchanges state with m directly, as a join does; false when m
+// could not be reached.
+func (g *gossip) pushPull(m member) bool {
 	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
-		g.log.Debug("asking a node for its metadata", "node", m.meta.ID, "err", err)
-		return member{}, false
+		g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
+		return false
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	cur, ok := g.members[nodeName(m.meta.ID)]
-	if !ok {
-		return member{}, false
-	}
-	return *cur, true
+	return true
 }
 
 // member returns what gossip knows of the node with Raft server id id.
@@ -375,9 +377,14 @@ func (g *gossip) member(id raft.ServerID) (member, bool) {
 	if err != nil {
 		return member{}, false
 	}
+	return g.memberByID(int32(n))
+}
+
+// memberByID returns what gossip knows of node id.
+func (g *gossip) memberByID(id int32) (member, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m, ok := g.members[nodeName(int32(n))]
+	m, ok := g.members[nodeName(id)]
 	if !ok {
 		return member{}, false
 	}
