@@ -95,11 +95,17 @@ func (s *SDKCheck) Consume(ctx context.Context, addr, user, password, stream, to
 	if err != nil {
 		return nil, err
 	}
+	return outputLines(out), nil
+}
+
+// outputLines is what the program printed, a line each, without its
+// closing "iggy-sdk-check: OK".
+func outputLines(out string) []string {
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if n := len(lines); n > 0 && lines[n-1] == "iggy-sdk-check: OK" {
 		lines = lines[:n-1]
 	}
-	return lines, nil
+	return lines
 }
 
 // VolumePayload is message i's payload in the volume modes, as
@@ -140,10 +146,7 @@ func (s *SDKCheck) ConsumeVolume(ctx context.Context, addr, user, password, stre
 		return nil, err
 	}
 	var ds []PolledDigest
-	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-		if line == "iggy-sdk-check: OK" {
-			continue
-		}
+	for _, line := range outputLines(out) {
 		var d PolledDigest
 		if _, err := fmt.Sscanf(line, "%d %d %x", &d.Offset, &d.Len, &d.Hash); err != nil {
 			return nil, fmt.Errorf("iggy-sdk-check consume-volume: line %q: %w", line, err)
