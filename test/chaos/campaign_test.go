@@ -435,45 +435,27 @@ faults:
 	if failed > 20 {
 		t.Errorf("... and %d more anomalies", failed-20)
 	}
-	// A graceful leave hands leadership over first: no member may lose
-	// its partitions to it. The one loss franz-go brings on itself is
-	// told apart: its client dialled a node that had left (its broker list
-	// is as old as its last metadata refresh, and it asks one broker, at
-	// random, for a moved coordinator).
+	// No member may lose its partitions to a fault a majority survived
+	// whole: a network fault (every node kept running; the group's state
+	// is Raft state) or a churn (a graceful leave hands leadership over
+	// first). A kill, pause or crash is counted in the table, with which
+	// member and why logged. The one loss franz-go brings on itself is
+	// told apart whatever the fault: its client dialled a node that had
+	// left in a churn (its broker list is as old as its last metadata
+	// refresh, up to 5 minutes, and it asks one broker, at random, for a
+	// moved coordinator).
 	w.mu.Lock()
 	for i, f := range done {
-		switch f.kind {
-		case isolateLeader, isolateFollower, bridge, flap, blackHole:
-			// A majority stayed whole and every node kept running: the
-			// group's coordinator state is Raft state, so no member may
-			// lose its partitions to a network fault. But franz-go's, as
-			// after a churn (below): its broker list, as old as its last
-			// metadata refresh (up to 5 minutes), may still name a node
-			// that left in an earlier churn, and it ends the member's
-			// session when a coordinator lookup dials that node.
-			for _, why := range w.lostWhy[int64(i)] {
-				if gone := c.departedIn(why); gone != 0 {
-					t.Logf("fault %d (%s, node %d, the leader: %v): a group member lost its partitions after its client dialled node %d, which had left in an earlier churn: %s", i, f.kind, f.target, f.wasLeader, gone, why)
-					continue
-				}
-				t.Errorf("fault %d (%s, node %d, side %v, the leader: %v): a group member lost its partitions: %s", i, f.kind, f.target, f.side, f.wasLeader, why)
-			}
-			continue
-		case churn:
-		default:
-			// A kill, pause or crash: counted in the table; which member
-			// and why is logged.
-			for _, why := range w.lostWhy[int64(i)] {
-				t.Logf("fault %d (%s, node %d, the leader: %v): a group member lost its partitions: %s", i, f.kind, f.target, f.wasLeader, why)
-			}
-			continue
-		}
 		for _, why := range w.lostWhy[int64(i)] {
-			if gone := c.departedIn(why); gone != 0 {
-				t.Logf("fault %d (churn of node %d, the leader: %v): a group member lost its partitions after its client dialled node %d, which had left: %s", i, f.target, f.wasLeader, gone, why)
-				continue
+			what := fmt.Sprintf("fault %d (%s, node %d, side %v, the leader: %v): a group member lost its partitions", i, f.kind, f.target, f.side, f.wasLeader)
+			switch gone := c.departedIn(why); {
+			case gone != 0:
+				t.Logf("%s after its client dialled node %d, which had left: %s", what, gone, why)
+			case f.kind == isolateLeader || f.kind == isolateFollower || f.kind == bridge || f.kind == flap || f.kind == blackHole || f.kind == churn:
+				t.Errorf("%s: %s", what, why)
+			default:
+				t.Logf("%s: %s", what, why)
 			}
-			t.Errorf("fault %d (churn of node %d, the leader: %v): a group member lost its partitions: %s", i, f.target, f.wasLeader, why)
 		}
 	}
 	w.mu.Unlock()
