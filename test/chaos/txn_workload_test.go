@@ -330,61 +330,20 @@ func (w *txnWorkload) finish(limit time.Duration) (drained, complete bool) {
 			return drained, false
 		}
 	}
-	in, err := w.readAll(ctx, txnIn, kgo.ReadUncommitted(), func(r *kgo.Record, end int64) bool { return r.Offset >= end-1 })
+	base, closeLog := w.opts("txn-final", kgo.LogLevelWarn)
+	defer closeLog()
+	in, err := readAll(ctx, base, txnIn, kgo.ReadUncommitted(), func(r *kgo.Record, end int64) bool { return r.Offset >= end-1 })
 	if err != nil {
 		w.t.Errorf("transactional workload: final read of the input: %v", err)
 		return drained, false
 	}
-	out, err := w.readAll(ctx, txnOut, kgo.ReadCommitted(), func(r *kgo.Record, _ int64) bool { return string(r.Value) == EndValue(r.Partition) })
+	out, err := readAll(ctx, base, txnOut, kgo.ReadCommitted(), func(r *kgo.Record, _ int64) bool { return string(r.Value) == EndValue(r.Partition) })
 	if err != nil {
 		w.t.Errorf("transactional workload: final read_committed read of the output: %v", err)
 		return drained, false
 	}
 	w.h.SetFinal(in, out)
 	return drained, true
-}
-
-// readAll reads every partition of topic from its start until last says a
-// record is the partition's last (end is the partition's end offset when
-// the read began).
-func (w *txnWorkload) readAll(ctx context.Context, topic string, level kgo.IsolationLevel, last func(r *kgo.Record, end int64) bool) ([]Read, error) {
-	cl, done := w.client("txn-final")
-	defer done()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	offs := map[int32]kgo.Offset{}
-	left := map[int32]int64{}
-	for p := range int32(partitions) {
-		offs[p] = kgo.NewOffset().AtStart()
-		if o, _ := ends.Lookup(topic, p); o.Offset > 0 {
-			left[p] = o.Offset
-		}
-	}
-	rd, rdone := w.client("txn-final-"+topic, kgo.FetchIsolationLevel(level), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
-	defer rdone()
-	var out []Read
-	for len(left) > 0 {
-		fs := rd.PollRecords(ctx, 5000)
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("%d partitions not read to the end: %w", len(left), ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, open := left[r.Partition]
-			if !open {
-				return
-			}
-			out = append(out, Read{Reader: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
-			if last(r, end) {
-				delete(left, r.Partition)
-			}
-		})
-	}
-	return out, nil
 }
 
 // going reports whether the workload has got going: an input record copied

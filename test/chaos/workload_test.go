@@ -493,40 +493,58 @@ func (w *workload) converged(limit time.Duration) error {
 // finalRead reads every partition from its start to its end offset with a
 // fresh client.
 func (w *workload) finalRead(limit time.Duration) ([]Read, error) {
-	cl := w.client()
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(w.ctx, limit)
 	defer cancel()
+	w.mu.Lock()
+	base := []kgo.Opt{kgo.SeedBrokers(w.seeds...)}
+	w.mu.Unlock()
+	return readAll(ctx, base, topic, kgo.ReadUncommitted(), func(r *kgo.Record, end int64) bool { return r.Offset == end-1 })
+}
+
+// readAll reads every partition of topic from its start, with clients of
+// the base options, until last says a record is its partition's last (end
+// is the partition's end offset when the read began; records at or past
+// it are left out).
+func readAll(ctx context.Context, base []kgo.Opt, topic string, level kgo.IsolationLevel, last func(r *kgo.Record, end int64) bool) ([]Read, error) {
+	cl, err := kgo.NewClient(base...)
+	if err != nil {
+		return nil, err
+	}
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	cl.Close()
+	if err == nil {
+		err = ends.Error()
+	}
 	if err != nil {
 		return nil, err
 	}
 	offs := map[int32]kgo.Offset{}
-	left := 0
-	end := map[int32]int64{}
+	left := map[int32]int64{}
 	for p := range int32(partitions) {
-		o, _ := ends.Lookup(topic, p)
-		end[p] = o.Offset
 		offs[p] = kgo.NewOffset().AtStart()
-		if o.Offset > 0 {
-			left++
+		if o, _ := ends.Lookup(topic, p); o.Offset > 0 {
+			left[p] = o.Offset
 		}
 	}
-	rd := w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+	rd, err := kgo.NewClient(append(base[:len(base):len(base)], kgo.FetchIsolationLevel(level), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))...)
+	if err != nil {
+		return nil, err
+	}
 	defer rd.Close()
 	var out []Read
-	for left > 0 {
+	for len(left) > 0 {
 		fs := rd.PollRecords(ctx, 5000)
 		if ctx.Err() != nil {
-			return out, fmt.Errorf("final read: %d partitions not read to the end within %v", left, limit)
+			return out, fmt.Errorf("%d partitions not read to the end: %w", len(left), ctx.Err())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end[r.Partition] {
+			end, open := left[r.Partition]
+			if !open || r.Offset >= end {
 				return
 			}
 			out = append(out, Read{Reader: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
-			if r.Offset == end[r.Partition]-1 {
-				left--
+			if last(r, end) {
+				delete(left, r.Partition)
 			}
 		})
 	}
