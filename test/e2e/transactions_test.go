@@ -309,7 +309,8 @@ func readTxnValues(t *testing.T, c *kgateCluster, topic, name string, level kgo.
 }
 
 // TestTransactionsDoc runs the commands of docs/transactions.md's "Try it"
-// exactly as written on a `make run` cluster: librdkafka's transactional
+// exactly as written on a `make run` cluster (three nodes), then again
+// through the leader and through a follower: librdkafka's transactional
 // producer commits one transaction and aborts another; kcat read_committed
 // prints the committed record only, read_uncommitted both.
 func TestTransactionsDoc(t *testing.T) {
@@ -325,35 +326,70 @@ func TestTransactionsDoc(t *testing.T) {
 	if err := os.Symlink(py, filepath.Join(pyDir, "python3")); err != nil {
 		t.Fatal(err)
 	}
+	producer := strings.Join(shBlockAfter(t, doc, "## Try it", 0), "\n")
+	consumers := shBlockAfter(t, doc, "## Try it", 1)
 	var b strings.Builder
 	fmt.Fprintf(&b, "export PATH=%s:\"$PATH\"\n", shellQuote(pyDir))
-	b.WriteString("echo '+ producer'\n" + strings.Join(shBlockAfter(t, doc, "## Try it", 0), "\n") + "\n")
-	for _, c := range shBlockAfter(t, doc, "## Try it", 1) {
-		fmt.Fprintf(&b, "echo %s\n%s\n", shellQuote("+ "+c), c)
+	// pass writes the doc's commands, their node 1 address (127.0.0.1:9092)
+	// and topic replaced by addr and topic unless both are the doc's.
+	pass := func(addr, topic string) string {
+		r := strings.NewReplacer("127.0.0.1:9092", addr, "payments", topic)
+		var p strings.Builder
+		p.WriteString("echo '+ producer'\n" + r.Replace(producer) + "\n")
+		for _, c := range consumers {
+			fmt.Fprintf(&p, "echo %s\n%s\n", shellQuote("+ "+r.Replace(c)), r.Replace(c))
+		}
+		return p.String()
+	}
+	// As written, through node 1, then again through the leader and
+	// through a follower (node 1 may be either), each with a topic and a
+	// transactional id of its own.
+	b.WriteString("echo '=== as written'\n" + pass("127.0.0.1:9092", "payments"))
+	b.WriteString(`leader=""
+for _ in $(seq 300); do
+  leader=$(curl -s 127.0.0.1:9391/v1/cluster | jq -r '.leader_id // empty')
+  [ -n "$leader" ] && break; sleep 0.1
+done
+[ -n "$leader" ] || { echo "no leader"; exit 1; }
+follower=1; [ "$leader" = 1 ] && follower=2
+`)
+	for _, role := range []string{"leader", "follower"} {
+		fmt.Fprintf(&b, "echo '=== through the %s, node '$%s\n", role, role)
+		for node := 1; node <= 3; node++ {
+			fmt.Fprintf(&b, "if [ \"$%s\" = %d ]; then\n%sfi\n", role, node,
+				pass(fmt.Sprintf("127.0.0.1:%d", 9090+2*node), "payments-"+role))
+		}
 	}
 	out := runMakeRunScript(t, root, b.String())
-	_, consumers, ok := strings.Cut(out, "+ kcat")
-	if !ok {
-		t.Fatalf("no kcat in the output:\n%s", out)
+	passes := strings.Split(out, "=== ")[1:]
+	if len(passes) != 3 {
+		t.Fatalf("%d passes in the output, want 3:\n%s", len(passes), out)
 	}
-	committed, uncommitted, ok := strings.Cut(consumers, "+ kcat")
-	if !ok {
-		t.Fatalf("one kcat in the output:\n%s", out)
-	}
-	lines := func(s string) []string {
-		var out []string
-		for _, l := range strings.Split(s, "\n")[1:] { // after the echoed command
-			if l = strings.TrimSpace(l); l != "" {
-				out = append(out, l)
-			}
+	for _, p := range passes {
+		name, _, _ := strings.Cut(p, "\n")
+		_, consumers, ok := strings.Cut(p, "+ kcat")
+		if !ok {
+			t.Fatalf("%s: no kcat in the output:\n%s", name, out)
 		}
-		return out
-	}
-	if got := lines(committed); fmt.Sprint(got) != "[committed]" {
-		t.Errorf("read_committed printed %q, want only \"committed\"", got)
-	}
-	if got := lines(uncommitted); fmt.Sprint(got) != "[committed aborted]" {
-		t.Errorf("read_uncommitted printed %q, want \"committed\" and \"aborted\"", got)
+		committed, uncommitted, ok := strings.Cut(consumers, "+ kcat")
+		if !ok {
+			t.Fatalf("%s: one kcat in the output:\n%s", name, out)
+		}
+		lines := func(s string) []string {
+			var out []string
+			for _, l := range strings.Split(s, "\n")[1:] { // after the echoed command
+				if l = strings.TrimSpace(l); l != "" {
+					out = append(out, l)
+				}
+			}
+			return out
+		}
+		if got := lines(committed); fmt.Sprint(got) != "[committed]" {
+			t.Errorf("%s: read_committed printed %q, want only \"committed\"", name, got)
+		}
+		if got := lines(uncommitted); fmt.Sprint(got) != "[committed aborted]" {
+			t.Errorf("%s: read_uncommitted printed %q, want \"committed\" and \"aborted\"", name, got)
+		}
 	}
 }
 
