@@ -769,6 +769,9 @@ func TestJoinAsNonVoterUntilCaughtUp(t *testing.T) {
 			if s := suffrageOf(leaderAmong(t, c.nodes[:size]), newcomer.id); s != "nonvoter" {
 				t.Fatalf("a newcomer that never caught up: suffrage %q, want nonvoter", s)
 			}
+			if nv := leaderAmong(t, c.nodes[:size]).n.NonVoters(); len(nv) != 1 || nv[0].ID != newcomer.id {
+				t.Fatalf("non-voters %+v, want the newcomer alone", nv)
+			}
 			old := c.nodes[:size]
 			votersAre(t, old, old)
 			p.produce(t, old, 5, 50) // the quorum is the old voters'
@@ -780,6 +783,9 @@ func TestJoinAsNonVoterUntilCaughtUp(t *testing.T) {
 			for _, tn := range all {
 				if s := suffrageOf(tn, newcomer.id); s != "voter" {
 					t.Fatalf("node %d reports the newcomer as %q", tn.id, s)
+				}
+				if nv := tn.n.NonVoters(); len(nv) != 0 {
+					t.Fatalf("node %d still lists non-voters %+v", tn.id, nv)
 				}
 			}
 		})

@@ -466,14 +466,21 @@ type Voter struct {
 }
 
 // Voters lists the Raft configuration's voters.
-func (n *Node) Voters() []Voter {
+func (n *Node) Voters() []Voter { return n.servers(raft.Voter) }
+
+// NonVoters lists the Raft configuration's non-voters: nodes that joined
+// and are catching up before the leader promotes them (Kafka's observers).
+func (n *Node) NonVoters() []Voter { return n.servers(raft.Nonvoter) }
+
+// servers lists the Raft configuration's servers of one suffrage, by id.
+func (n *Node) servers(suffrage raft.ServerSuffrage) []Voter {
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
 		return nil
 	}
 	var out []Voter
 	for _, s := range fut.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
+		if s.Suffrage != suffrage {
 			continue
 		}
 		id, err := strconv.Atoi(string(s.ID))

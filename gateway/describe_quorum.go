@@ -22,7 +22,9 @@ import (
 // every voter, so followers forward; the leader asks each voter for its
 // own numbers over the cluster's link (a request marked quorumProbeClientID
 // that the voter answers about itself alone; only the cluster's own link
-// carries such a probe, so no client can forge one).
+// carries such a probe, so no client can forge one). Non-voters (nodes
+// catching up after a join, before the leader promotes them) are Kafka's
+// observers: probed the same way, listed under Observers.
 
 const (
 	metadataTopic       = "__cluster_metadata"
@@ -35,6 +37,7 @@ const (
 // provides it.
 type quorumCluster interface {
 	Voters() []cluster.Voter
+	NonVoters() []cluster.Voter
 	RaftState() cluster.RaftState
 }
 
@@ -129,10 +132,11 @@ func (s *Server) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumReq
 	for _, b := range s.cluster.Brokers() {
 		brokers[b.ID] = b
 	}
-	voters := qc.Voters()
-	states := make([]kmsg.DescribeQuorumResponseTopicPartitionReplicaState, len(voters))
+	voters, observers := qc.Voters(), qc.NonVoters()
+	all := append(append([]cluster.Voter(nil), voters...), observers...)
+	states := make([]kmsg.DescribeQuorumResponseTopicPartitionReplicaState, len(all))
 	var wg sync.WaitGroup
-	for i, v := range voters {
+	for i, v := range all {
 		rs := &states[i]
 		*rs = kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
 		rs.ReplicaID = v.ID
@@ -162,8 +166,8 @@ func (s *Server) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumReq
 			states[i].LogEndOffset, states[i].LastFetchTimestamp, states[i].LastCaughtUpTimestamp = int64(st.LastIndex), nowMs, nowMs
 		}
 	}
-	p.CurrentVoters = states
-	p.Observers = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{}
+	p.CurrentVoters = states[:len(voters)]
+	p.Observers = states[len(voters):] // Kafka lists no observer's endpoints under Nodes
 	resp.Topics = []kmsg.DescribeQuorumResponseTopic{t}
 	for _, v := range voters {
 		n := kmsg.NewDescribeQuorumResponseNode()
