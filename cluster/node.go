@@ -242,6 +242,15 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = hlog
 	rc.NotifyCh = n.notify
+	// A proposal is queued, not handed over: with Raft's unbuffered apply
+	// channel, ProposeAsync waited until the leader loop had written and
+	// synced the previous batch, so a connection's produce requests
+	// reached the log one fsync at a time, each alone in its batch. Queued
+	// (up to MaxAppendEntries), the requests that arrive while the log is
+	// being written go into the next batch together, under one fsync, and
+	// the connection reads its next request meanwhile. A queued proposal
+	// on a node that loses leadership is answered ErrNotLeader, as before.
+	rc.BatchApplyCh = true
 	if cfg.HeartbeatTimeout > 0 {
 		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	}

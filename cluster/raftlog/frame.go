@@ -75,9 +75,11 @@ func decodeHeader(b []byte) (header, error) {
 	}, nil
 }
 
-// appendEntry appends the encoding of l, written in the batch first..last,
-// to buf.
-func appendEntry(buf []byte, l *raft.Log, first, last uint64) ([]byte, error) {
+// appendHeader appends the header of l, written in the batch first..last,
+// to buf; the entry's body (l.Data, then l.Extensions) follows it in the
+// file. The checksum covers both, so the body need not be copied next to
+// the header to compute it.
+func appendHeader(buf []byte, l *raft.Log, first, last uint64) ([]byte, error) {
 	if uint64(len(l.Data)) > 1<<32-1 || uint64(len(l.Extensions)) > 1<<32-1 {
 		return buf, fmt.Errorf("raft log entry %d too large", l.Index)
 	}
@@ -98,10 +100,10 @@ func appendEntry(buf []byte, l *raft.Log, first, last uint64) ([]byte, error) {
 	binary.LittleEndian.PutUint32(h[52:], uint32(len(l.Extensions)))
 	h[56] = uint8(l.Type)
 	h[57] = flags
-	buf = append(buf, l.Data...)
-	buf = append(buf, l.Extensions...)
-	crc := crc32.Update(crc32.Checksum(buf[start+8:start+headerSize], castagnoli), castagnoli, buf[start+headerSize:])
-	binary.LittleEndian.PutUint32(buf[start+4:], crc)
+	crc := crc32.Checksum(h[8:headerSize], castagnoli)
+	crc = crc32.Update(crc, castagnoli, l.Data)
+	crc = crc32.Update(crc, castagnoli, l.Extensions)
+	binary.LittleEndian.PutUint32(h[4:], crc)
 	return buf, nil
 }
 

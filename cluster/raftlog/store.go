@@ -55,9 +55,10 @@ type Store struct {
 	// write and sync the file holding only wmu, so that GetLog, which
 	// takes mu, reads on meanwhile.
 	wmu    sync.Mutex
-	buf    []byte // encoding buffer of StoreLogs, reused
-	failed error  // a write or sync failed: the file's state is unknown, refuse further changes
-	meta   meta   // durable first index and last tail cut
+	buf    []byte         // encoding buffer of StoreLogs, reused
+	direct []directBodyAt // StoreLogs' entries written from their own bodies, reused
+	failed error          // a write or sync failed: the file's state is unknown, refuse further changes
+	meta   meta           // durable first index and last tail cut
 
 	// mu guards the fields below. Entries are visible to readers once
 	// they are in segs' offsets, after they were written (and synced).
@@ -287,7 +288,8 @@ func (s *Store) segFor(index uint64) *segment {
 func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore: the batch follows the last entry
-// (or starts anywhere on an empty log) and is written with one write.
+// (or starts anywhere on an empty log) and is written in order, then
+// synced once.
 func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -324,18 +326,36 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if err != nil {
 		return err
 	}
+	// Small entries are copied next to their headers; the body of a large
+	// one is written from where it is, between the runs of the buffer:
+	// copying a batch of megabytes into one buffer cost followers a fifth
+	// of their CPU (growing the buffer included). The batch still goes to
+	// the file in order before the one fsync, and a crash part-way leaves
+	// an unfinished last batch, cut on the next open, as with one write.
 	buf := s.buf[:0]
+	direct := s.direct[:0]
 	offs := make([]int64, 0, len(logs))
+	size := int64(0)
 	for _, l := range logs {
-		offs = append(offs, seg.size+int64(len(buf)))
-		if buf, err = appendEntry(buf, l, first, last); err != nil {
+		offs = append(offs, seg.size+size)
+		if buf, err = appendHeader(buf, l, first, last); err != nil {
 			return err
 		}
+		body := len(l.Data) + len(l.Extensions)
+		if body < directBody {
+			buf = append(buf, l.Data...)
+			buf = append(buf, l.Extensions...)
+		} else {
+			direct = append(direct, directBodyAt{bufEnd: len(buf), log: l})
+		}
+		size += headerSize + int64(body)
 	}
-	if _, err := seg.f.WriteAt(buf, seg.size); err != nil {
+	if err := s.writeBatch(seg, buf, direct, size); err != nil {
 		s.failed = err
 		return fmt.Errorf("raft log write: %w", err)
 	}
+	clear(direct) // keep no entry alive
+	s.direct = direct[:0]
 	if s.opts.Fsync {
 		if err := seg.f.Sync(); err != nil {
 			s.failed = err
@@ -352,13 +372,57 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 
 	s.mu.Lock()
 	seg.offs = append(seg.offs, offs...)
-	seg.size += int64(len(buf))
+	seg.size += size
 	seg.cutEnd = false
 	if s.last == 0 {
 		s.first = first
 	}
 	s.last = last
 	s.mu.Unlock()
+	return nil
+}
+
+// directBody is the body size from which StoreLogs writes an entry's body
+// from where it is instead of copying it into the batch buffer.
+const directBody = 64 << 10
+
+// directBodyAt is an entry whose body is written directly, after
+// buf[:bufEnd] (and any earlier direct bodies).
+type directBodyAt struct {
+	bufEnd int
+	log    *raft.Log
+}
+
+// writeBatch writes a batch of size bytes at the end of seg: the runs of buf
+// between the direct bodies, and those bodies, in order.
+func (s *Store) writeBatch(seg *segment, buf []byte, direct []directBodyAt, size int64) error {
+	off, from := seg.size, 0
+	write := func(b []byte) error {
+		if len(b) == 0 {
+			return nil
+		}
+		_, err := seg.f.WriteAt(b, off)
+		off += int64(len(b))
+		return err
+	}
+	for _, d := range direct {
+		if err := write(buf[from:d.bufEnd]); err != nil {
+			return err
+		}
+		if err := write(d.log.Data); err != nil {
+			return err
+		}
+		if err := write(d.log.Extensions); err != nil {
+			return err
+		}
+		from = d.bufEnd
+	}
+	if err := write(buf[from:]); err != nil {
+		return err
+	}
+	if off != seg.size+size {
+		return fmt.Errorf("wrote %d bytes of a batch of %d", off-seg.size, size)
+	}
 	return nil
 }
 

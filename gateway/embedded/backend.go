@@ -142,60 +142,99 @@ func (b *Backend) AlterTopicConfigs(ctx context.Context, name string, configs ma
 	return nil
 }
 
-// Produce proposes one Append for all batches of a request.
+// maxAppendBytes bounds the record bytes of one Append, the Raft entry a
+// produce request becomes (a larger batch still goes alone). Raft's
+// transport decodes an entry on a follower in 256 KiB steps, copying all it
+// has read so far at each step: an entry of n bytes costs about n²/512 KiB
+// of copying, 15 times the entry for 8 MiB (a request of eight 1 MiB
+// batches), which was most of a follower's CPU. At 1 MiB it is 1.5 times.
+// The leader still writes and syncs the entries of a request in one batch
+// (see Config.BatchApplyCh in cluster), and they replicate together.
+const maxAppendBytes = 1 << 20
+
+// Produce proposes the batches of a request as Appends of at most
+// maxAppendBytes, in order. Kafka writes each partition's batch on its own,
+// so a request need not be one entry: the connection's requests still reach
+// the log in order, each partition's batches too.
 func (b *Backend) Produce(ctx context.Context, batches []gateway.ProduceBatch) func() []gateway.ProduceResult {
-	fail := func(err error) func() []gateway.ProduceResult {
-		out := make([]gateway.ProduceResult, len(batches))
-		for i := range out {
-			out[i] = gateway.ProduceResult{Err: err, BaseOffset: -1, LogStartOffset: -1}
-		}
+	out := make([]gateway.ProduceResult, len(batches))
+	failAll := func(err error) func() []gateway.ProduceResult {
+		failed(out, err)
 		return func() []gateway.ProduceResult { return out }
 	}
 	if b.node.HaltErr() != nil {
-		return fail(kerr.KafkaStorageError)
+		return failAll(kerr.KafkaStorageError)
 	}
 	if !b.node.IsLeader() {
-		return fail(kerr.NotLeaderForPartition)
+		return failAll(kerr.NotLeaderForPartition)
 	}
-	cmd := &fsm.Append{NowMs: b.now().UnixMilli(), Batches: make([]fsm.Batch, len(batches))}
-	for i, pb := range batches {
-		cmd.Batches[i] = fsm.Batch{
-			Topic: pb.Topic, Partition: pb.Partition, Data: pb.Data,
-			LastOffsetDelta: pb.LastOffsetDelta, MaxTimestamp: pb.MaxTimestamp,
-			ProducerID: pb.ProducerID, ProducerEpoch: pb.ProducerEpoch, BaseSequence: pb.BaseSequence,
+	now := b.now().UnixMilli()
+	type proposal struct {
+		first, n int // batches[first:first+n]
+		fut      cluster.Future
+	}
+	var props []proposal
+	for first := 0; first < len(batches); {
+		n, size := 0, 0
+		for first+n < len(batches) && (n == 0 || size+len(batches[first+n].Data) <= maxAppendBytes) {
+			size += len(batches[first+n].Data)
+			n++
 		}
+		cmd := &fsm.Append{NowMs: now, Batches: make([]fsm.Batch, n)}
+		for i, pb := range batches[first : first+n] {
+			cmd.Batches[i] = fsm.Batch{
+				Topic: pb.Topic, Partition: pb.Partition, Data: pb.Data,
+				LastOffsetDelta: pb.LastOffsetDelta, MaxTimestamp: pb.MaxTimestamp,
+				ProducerID: pb.ProducerID, ProducerEpoch: pb.ProducerEpoch, BaseSequence: pb.BaseSequence,
+			}
+		}
+		props = append(props, proposal{first: first, n: n, fut: b.node.ProposeAsync(fsm.EncodeAppend(cmd))})
+		first += n
 	}
-	fut := b.node.ProposeAsync(fsm.EncodeAppend(cmd))
 	return func() []gateway.ProduceResult {
-		res, err := fut.Result()
-		if err != nil {
-			if b.node.HaltErr() != nil {
-				// This node could not write the append (its disk is full)
-				// and stops: as Kafka answers for a failed log dir. The
-				// client retries on the new leader; the append may still
-				// have been committed by the others, and an idempotent
-				// producer's retry is then answered with its offsets.
-				b.log.Warn("append failed: this node halted", "err", err)
-				return fail(kerr.KafkaStorageError)()
-			}
-			if errors.Is(err, cluster.ErrNotLeader) {
-				return fail(kerr.NotLeaderForPartition)()
-			}
-			if errors.Is(err, fsm.ErrFeatureDisabled) {
-				return fail(kerr.UnsupportedVersion)()
-			}
-			b.log.Warn("append failed", "err", err)
-			return fail(kerr.RequestTimedOut)()
-		}
-		ar := res.(*fsm.AppendResults)
-		out := make([]gateway.ProduceResult, len(ar.Results))
-		for i, r := range ar.Results {
-			out[i] = gateway.ProduceResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset}
-			if r.Code != 0 {
-				out[i].Err = kerr.ErrorForCode(r.Code)
-			}
+		for _, p := range props {
+			b.appendResults(out[p.first:p.first+p.n], p.fut)
 		}
 		return out
+	}
+}
+
+// failed answers every batch with err.
+func failed(out []gateway.ProduceResult, err error) {
+	for i := range out {
+		out[i] = gateway.ProduceResult{Err: err, BaseOffset: -1, LogStartOffset: -1}
+	}
+}
+
+// appendResults waits for one Append and fills in the answers of its batches.
+func (b *Backend) appendResults(out []gateway.ProduceResult, fut cluster.Future) {
+	res, err := fut.Result()
+	if err != nil {
+		switch {
+		case b.node.HaltErr() != nil:
+			// This node could not write the append (its disk is full)
+			// and stops: as Kafka answers for a failed log dir. The
+			// client retries on the new leader; the append may still
+			// have been committed by the others, and an idempotent
+			// producer's retry is then answered with its offsets.
+			b.log.Warn("append failed: this node halted", "err", err)
+			failed(out, kerr.KafkaStorageError)
+		case errors.Is(err, cluster.ErrNotLeader):
+			failed(out, kerr.NotLeaderForPartition)
+		case errors.Is(err, fsm.ErrFeatureDisabled):
+			failed(out, kerr.UnsupportedVersion)
+		default:
+			b.log.Warn("append failed", "err", err)
+			failed(out, kerr.RequestTimedOut)
+		}
+		return
+	}
+	ar := res.(*fsm.AppendResults)
+	for i, r := range ar.Results {
+		out[i] = gateway.ProduceResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset}
+		if r.Code != 0 {
+			out[i].Err = kerr.ErrorForCode(r.Code)
+		}
 	}
 }
 
