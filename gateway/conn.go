@@ -346,7 +346,7 @@ func (c *conn) rawToken(ctx context.Context, br io.Reader, size int32) (pending,
 	}
 	out, _, fail := c.s.saslStep(&c.sess, token, c.remote)
 	if fail != nil {
-		sleepCtx(ctx, c.s.cfg.SASL.FailureDelay)
+		sleepCtx(ctx, c.sess.failureDelay)
 		return pending{}, false
 	}
 	return pending{raw: true, token: out, started: time.Now()}, true
