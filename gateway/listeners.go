@@ -32,9 +32,8 @@ type Listener struct {
 	// listener (Kafka's listener.name.<name>.plain.sasl.jaas.config).
 	PlainUsers func(user string) (password string, ok bool)
 	// FailureDelay and SessionLifetime, when set, replace Config.SASL's
-	// on this listener (Kafka's listener.name.<name>.
-	// connection.failed.authentication.delay.ms and
-	// .connections.max.reauth.ms).
+	// on this listener (Kafka's listener.name.<name>.connections.max.reauth.ms;
+	// Kafka's failure delay is broker-wide only).
 	FailureDelay    *time.Duration
 	SessionLifetime *time.Duration
 	// OAuthKeys and OAuthRules, when set, replace Config.SASL's on this

@@ -33,8 +33,9 @@ type listenersConfig struct {
 	ListenerClientAuth  string
 	ListenerMechanisms  string
 	ListenerPlainUsers  string
-	// Kafka's listener.name.<name>.connection.failed.authentication.delay.ms,
-	// .connections.max.reauth.ms and .oauthbearer.sasl.* settings.
+	// Kafka's listener.name.<name>.connections.max.reauth.ms and
+	// .oauthbearer.sasl.* settings, and a per-listener failure delay (Kafka
+	// has connection.failed.authentication.delay.ms broker-wide only).
 	ListenerFailedAuthDelay string
 	ListenerMaxReauth       string
 	ListenerOAuthJWKSFile   string
@@ -75,7 +76,7 @@ func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
 	fs.StringVar(&c.ListenerClientAuth, "listener-tls-client-auth", "", "per-listener client certificates, NAME:required|requested|none comma-separated (Kafka's listener.name.<name>.ssl.client.auth); default required where a client CA applies")
 	fs.StringVar(&c.ListenerMechanisms, "listener-sasl-enabled-mechanisms", "", "per-listener --sasl-enabled-mechanisms, NAME:MECHANISM comma-separated, a listener named once per mechanism, e.g. EXTERNAL:SCRAM-SHA-512,EXTERNAL:PLAIN (Kafka's listener.name.<name>.sasl.enabled.mechanisms)")
 	fs.StringVar(&c.ListenerPlainUsers, "listener-sasl-plain-users-file", "", "per-listener --sasl-plain-users-file, NAME:file comma-separated: that listener's PLAIN users instead of the shared ones (Kafka's listener.name.<name>.plain.sasl.jaas.config)")
-	fs.StringVar(&c.ListenerFailedAuthDelay, "listener-connection-failed-authentication-delay", "", "per-listener --connection-failed-authentication-delay, NAME:duration comma-separated (Kafka's listener.name.<name>.connection.failed.authentication.delay.ms)")
+	fs.StringVar(&c.ListenerFailedAuthDelay, "listener-connection-failed-authentication-delay", "", "per-listener --connection-failed-authentication-delay, NAME:duration comma-separated (Kafka has connection.failed.authentication.delay.ms broker-wide only)")
 	fs.StringVar(&c.ListenerMaxReauth, "listener-connections-max-reauth", "", "per-listener --connections-max-reauth, NAME:duration comma-separated, 0 = unlimited (Kafka's listener.name.<name>.connections.max.reauth.ms)")
 	fs.StringVar(&c.ListenerOAuthJWKSFile, "listener-sasl-oauthbearer-jwks-file", "", "per-listener --sasl-oauthbearer-jwks-file, NAME:file comma-separated: that listener's OAUTHBEARER tokens are checked against these keys only (Kafka's listener.name.<name>.oauthbearer.sasl.oauthbearer.jwks.endpoint.url)")
 	fs.StringVar(&c.ListenerOAuthIssuer, "listener-sasl-oauthbearer-expected-issuer", "", "per-listener --sasl-oauthbearer-expected-issuer, NAME:issuer comma-separated")
