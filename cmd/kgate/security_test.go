@@ -553,3 +553,30 @@ func TestListenerSASLOverrides(t *testing.T) {
 		t.Errorf("shared SASL settings: %+v", gc.SASL)
 	}
 }
+
+// TestClientCertificateInsteadOfSASL: the flag reaches the gateway's SASL
+// settings (off by default, as Kafka wants SASL on SASL_SSL listeners).
+func TestClientCertificateInsteadOfSASL(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, ca := testCerts(t, dir, "node-1")
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
+	for _, on := range []bool{false, true} {
+		args := []string{"--kafka-tls-cert", cert, "--kafka-tls-key", key, "--kafka-tls-client-ca", ca,
+			"--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users}
+		if on {
+			args = append(args, "--client-certificate-instead-of-sasl")
+		}
+		c, err := parseConfig(args, env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc := gateway.Config{}
+		if _, err := kafkaSecurity(&c.securityConfig, &gc, nil, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		if gc.SASL.CertificateInsteadOfSASL != on {
+			t.Errorf("--client-certificate-instead-of-sasl=%v: gateway has %v", on, gc.SASL.CertificateInsteadOfSASL)
+		}
+	}
+}
