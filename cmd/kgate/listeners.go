@@ -469,6 +469,9 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 			if len(n.mechanisms) == 0 {
 				return fmt.Errorf("listener %s is %s: set --sasl-enabled-mechanisms, or --listener-sasl-enabled-mechanisms for %s", n.name, n.protocol, n.name)
 			}
+			if _, ownJWKS := ov.oauthJWKS[n.name]; !hasOwnMechs && !ownJWKS && sec.OAuthJWKSFile == "" && slices.Contains(n.mechanisms, "OAUTHBEARER") {
+				return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: OAUTHBEARER on listener %s needs --sasl-oauthbearer-jwks-file or --listener-sasl-oauthbearer-jwks-file for %s", n.name, n.name)
+			}
 			if hasOwnUsers && !slices.Contains(n.mechanisms, "PLAIN") {
 				return fmt.Errorf("invalid value %q for --listener-sasl-plain-users-file: listener %s does not enable PLAIN", c.ListenerPlainUsers, n.name)
 			}

@@ -58,6 +58,11 @@ type securityConfig struct {
 	// CertificateInsteadOfSASL keeps kgate's former rule on SASL_SSL
 	// listeners: a verified client certificate authenticates on its own.
 	CertificateInsteadOfSASL bool
+
+	// listenerKeySets is set by config.validate when some listener has an
+	// OAUTHBEARER key set of its own: --sasl-enabled-mechanisms may then
+	// enable OAUTHBEARER without the shared one, each listener checked.
+	listenerKeySets bool
 }
 
 func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
@@ -130,7 +135,7 @@ func (c *securityConfig) validate() error {
 	if c.TLSReloadInterval < 100*time.Millisecond {
 		return fmt.Errorf("invalid value %s for --tls-reload-interval: must be at least 100ms", c.TLSReloadInterval)
 	}
-	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms(), false, false); err != nil {
+	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms(), false, c.listenerKeySets); err != nil {
 		return err
 	}
 	if why := checkFailedAuthDelay(c.FailedAuthDelay); why != "" {

@@ -31,6 +31,7 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	users := filepath.Join(dir, "users")
 	os.WriteFile(users, []byte("partner:secret\n"), 0o600)
+	jwks := writeJWKS(t, dir, "keys")
 	badUsers := filepath.Join(dir, "bad-users")
 	os.WriteFile(badUsers, []byte("no-colon\n"), 0o600)
 	cases := []struct {
@@ -93,6 +94,8 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"listener audience on a plaintext listener", append(twoListeners(file), "--listener-sasl-oauthbearer-expected-audience", "INT:kafka"), "listener INT is PLAINTEXT"},
 		{"listener OAUTHBEARER without keys", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:OAUTHBEARER"), "--listener-sasl-oauthbearer-jwks-file"},
 		{"listener bad jwks", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "EXT:"+file), "--listener-sasl-oauthbearer-jwks-file"},
+		{"shared OAUTHBEARER, one listener without keys", []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT",
+			"--sasl-enabled-mechanisms", "OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "EXT:" + jwks}, "OAUTHBEARER on listener INT needs --sasl-oauthbearer-jwks-file or --listener-sasl-oauthbearer-jwks-file for INT"},
 		{"listener negative clock skew", append(twoListeners(file), "--listener-sasl-oauthbearer-clock-skew", "EXT:-1s"), "--listener-sasl-oauthbearer-clock-skew"},
 		{"certificate instead of SASL without a client CA", []string{"--client-certificate-instead-of-sasl", "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file}, "--client-certificate-instead-of-sasl"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
@@ -489,19 +492,7 @@ func reloader(t *testing.T, f certs.Files) *certs.Reloader {
 // setting falling back on the shared flag, from flags or the environment.
 func TestListenerSASLOverrides(t *testing.T) {
 	dir := t.TempDir()
-	jwks := func(name string) string {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc := base64.RawURLEncoding
-		doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": name, "n": enc.EncodeToString(k.N.Bytes()), "e": "AQAB"}}})
-		path := filepath.Join(dir, name+".json")
-		if err := os.WriteFile(path, doc, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	jwks := func(name string) string { return writeJWKS(t, dir, name) }
 	users := filepath.Join(dir, "users")
 	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
 	sharedKeys, partnerKeys := jwks("shared"), jwks("partner")
@@ -577,6 +568,42 @@ func TestClientCertificateInsteadOfSASL(t *testing.T) {
 		}
 		if gc.SASL.CertificateInsteadOfSASL != on {
 			t.Errorf("--client-certificate-instead-of-sasl=%v: gateway has %v", on, gc.SASL.CertificateInsteadOfSASL)
+		}
+	}
+}
+
+// writeJWKS writes a key set of one fresh RSA key to dir/name.json.
+func writeJWKS(t *testing.T, dir, name string) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding
+	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": name, "n": enc.EncodeToString(k.N.Bytes()), "e": "AQAB"}}})
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestListenerKeySetsOnly: OAUTHBEARER enabled for every SASL listener
+// by the shared flag needs no shared key set when each has its own.
+func TestListenerKeySetsOnly(t *testing.T) {
+	dir := t.TempDir()
+	c, err := parseConfig([]string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT",
+		"--sasl-enabled-mechanisms", "OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "INT:" + writeJWKS(t, dir, "int") + ",EXT:" + writeJWKS(t, dir, "ext")}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, _, err := c.listenersConfig.gatewayListeners(nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.OAuthKeys == nil {
+			t.Errorf("%s has no key set of its own", l.Name)
 		}
 	}
 }
