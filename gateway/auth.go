@@ -12,9 +12,11 @@ import (
 
 // SASL turns on client authentication on the Kafka listener: every
 // connection must authenticate (SaslHandshake, SaslAuthenticate) before any
-// request but ApiVersions is served. A connection that presented a client
-// certificate verified against the listener's client CA is authenticated
-// by it and needs no SASL (that is how nodes reach each other's listener).
+// request but ApiVersions is served, also from a client whose certificate
+// the TLS handshake verified, as Kafka does on a SASL_SSL listener (the
+// certificate is checked, SASL names the principal).
+// CertificateInsteadOfSASL keeps kgate's former rule, where such a
+// certificate authenticated the connection on its own.
 type SASL struct {
 	// Mechanisms offered, among PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
 	// (Kafka's sasl.enabled.mechanisms).
@@ -33,6 +35,10 @@ type SASL struct {
 	// when their file changes); OAuthRules what else a token must meet.
 	OAuthKeys  func() (*sasl.KeySet, error)
 	OAuthRules sasl.TokenRules
+	// CertificateInsteadOfSASL: on a listener with SASL, a client
+	// certificate verified by the TLS handshake authenticates the
+	// connection without SASL (kgate's rule before it followed Kafka).
+	CertificateInsteadOfSASL bool
 }
 
 // Credentials is the replicated SCRAM credential store.
@@ -61,6 +67,12 @@ type session struct {
 	// its PLAIN users (nil: Config.SASL's).
 	mechanisms []string
 	plainUsers func(user string) (password string, ok bool)
+	// The listener's failure delay, session lifetime and OAUTHBEARER
+	// settings: its own where it has them, else Config.SASL's.
+	failureDelay time.Duration
+	lifetime     time.Duration
+	oauthKeys    func() (*sasl.KeySet, error)
+	oauthRules   sasl.TokenRules
 	// rawTokens: a SaslHandshake v0 chose the mechanism, so its tokens
 	// come as bare size-prefixed frames, without a Kafka header, until the
 	// exchange ends (conn.rawToken).
@@ -68,23 +80,45 @@ type session struct {
 }
 
 // startSession sets up a new connection's session: open when its
-// listener does not authenticate, authenticated by a verified client
-// certificate, or waiting for SASL. A verified client certificate names
-// the connection's principal (its subject's distinguished name, as Kafka's
-// default principal builder takes it) until SASL names another.
+// listener does not authenticate, else waiting for SASL. A verified client
+// certificate names the connection's principal (its subject's
+// distinguished name, as Kafka's default principal builder takes it) on a
+// listener without SASL; on one with SASL it only passed the TLS
+// handshake, and SASL names the principal, as on Kafka's SASL_SSL
+// listeners (unless CertificateInsteadOfSASL).
 func (s *Server) startSession(sess *session, tc *tls.Conn, l *Listener) {
+	certUser := ""
 	if tc != nil {
 		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
-			sess.authed, sess.user = true, st.PeerCertificates[0].Subject.String()
+			certUser = st.PeerCertificates[0].Subject.String()
 		}
 	}
 	if s.cfg.SASL == nil || !l.SASL {
 		sess.authed, sess.noSASL = true, true
+		sess.user = certUser
 		return
 	}
-	sess.mechanisms, sess.plainUsers = s.cfg.SASL.Mechanisms, l.PlainUsers
+	if certUser != "" && s.cfg.SASL.CertificateInsteadOfSASL {
+		sess.authed, sess.user = true, certUser
+	}
+	sc := s.cfg.SASL
+	sess.mechanisms, sess.plainUsers = sc.Mechanisms, l.PlainUsers
 	if l.Mechanisms != nil {
 		sess.mechanisms = l.Mechanisms
+	}
+	sess.failureDelay, sess.lifetime = sc.FailureDelay, sc.SessionLifetime
+	sess.oauthKeys, sess.oauthRules = sc.OAuthKeys, sc.OAuthRules
+	if l.FailureDelay != nil {
+		sess.failureDelay = max(*l.FailureDelay, 0)
+	}
+	if l.SessionLifetime != nil {
+		sess.lifetime = *l.SessionLifetime
+	}
+	if l.OAuthKeys != nil {
+		sess.oauthKeys = l.OAuthKeys
+	}
+	if l.OAuthRules != nil {
+		sess.oauthRules = *l.OAuthRules
 	}
 }
 
@@ -122,11 +156,11 @@ func scramMechanism(name string) (fsm.ScramMechanism, bool) {
 // newExchange starts the server side of a mechanism for a session.
 func (s *Server) newExchange(sess *session, mechanism string) sasl.Server {
 	if mechanism == sasl.OAuthBearer {
-		keys := s.cfg.SASL.OAuthKeys
+		keys := sess.oauthKeys
 		if keys == nil {
 			keys = func() (*sasl.KeySet, error) { return nil, errors.New("no OAUTHBEARER key set configured") }
 		}
-		return &sasl.OAuthBearerServer{Keys: keys, Rules: s.cfg.SASL.OAuthRules}
+		return &sasl.OAuthBearerServer{Keys: keys, Rules: sess.oauthRules}
 	}
 	if mechanism == sasl.Plain {
 		lookup := s.cfg.SASL.PlainUsers

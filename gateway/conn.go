@@ -346,7 +346,7 @@ func (c *conn) rawToken(ctx context.Context, br io.Reader, size int32) (pending,
 	}
 	out, _, fail := c.s.saslStep(&c.sess, token, c.remote)
 	if fail != nil {
-		sleepCtx(ctx, c.s.cfg.SASL.FailureDelay)
+		sleepCtx(ctx, c.sess.failureDelay)
 		return pending{}, false
 	}
 	return pending{raw: true, token: out, started: time.Now()}, true
@@ -437,7 +437,13 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 		return pending{}, false
 	}
 	if !c.sess.admit(hdr.Key, time.Now()) {
-		c.logger().Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
+		if c.sess.authed {
+			// KIP-368: the client did not re-authenticate in time (a
+			// client without re-authentication reconnects).
+			c.logger().Info("closing connection: SASL session expired", "api", kmsg.NameForKey(hdr.Key), "listener", c.listener.Name)
+		} else {
+			c.logger().Info("closing connection: request before authentication", "api", kmsg.NameForKey(hdr.Key))
+		}
 		return pending{}, false
 	}
 	if err := DecodeBody(req, body); err != nil {

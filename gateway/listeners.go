@@ -3,9 +3,12 @@ package gateway
 import (
 	"crypto/tls"
 	"net"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway/sasl"
 )
 
 // Listener is one Kafka listener, as Kafka's listeners: several may run
@@ -28,6 +31,16 @@ type Listener struct {
 	// PlainUsers, when set, replaces Config.SASL's PLAIN users on this
 	// listener (Kafka's listener.name.<name>.plain.sasl.jaas.config).
 	PlainUsers func(user string) (password string, ok bool)
+	// FailureDelay and SessionLifetime, when set, replace Config.SASL's
+	// on this listener (Kafka's listener.name.<name>.connections.max.reauth.ms;
+	// Kafka's failure delay is broker-wide only).
+	FailureDelay    *time.Duration
+	SessionLifetime *time.Duration
+	// OAuthKeys and OAuthRules, when set, replace Config.SASL's on this
+	// listener (Kafka's listener.name.<name>.oauthbearer.sasl.*): its
+	// OAUTHBEARER tokens come from its own identity provider.
+	OAuthKeys  func() (*sasl.KeySet, error)
+	OAuthRules *sasl.TokenRules
 }
 
 type boundListener struct {

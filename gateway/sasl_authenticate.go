@@ -14,7 +14,7 @@ import (
 
 // handleSASLAuthenticate carries one step of the mechanism's exchange. A
 // failure is answered with SASL_AUTHENTICATION_FAILED after
-// SASL.FailureDelay (to slow down guessing) and the connection closes.
+// the listener's failure delay (to slow down guessing) and the connection closes.
 func (s *Server) handleSASLAuthenticate(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
@@ -32,7 +32,7 @@ func (s *Server) handleSASLAuthenticate(ctx context.Context, r *Request) Reply {
 		}
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = &msg
-		sleepCtx(ctx, s.cfg.SASL.FailureDelay)
+		sleepCtx(ctx, sess.failureDelay)
 		return Reply{resp: resp, closeAfter: true}
 	}
 	resp.SASLAuthBytes = out
@@ -67,7 +67,7 @@ func (s *Server) saslStep(sess *session, token []byte, remote string) (out []byt
 		finished := sess.exchange
 		sess.mechanism, sess.exchange, sess.rawTokens = "", nil, false
 		sess.expires = time.Time{}
-		if lt := s.cfg.SASL.SessionLifetime; lt > 0 {
+		if lt := sess.lifetime; lt > 0 {
 			if ex, ok := finished.(interface{ Expires() time.Time }); ok {
 				lt = min(lt, max(time.Until(ex.Expires()), time.Millisecond))
 			}

@@ -2,12 +2,19 @@ package gateway_test
 
 import (
 	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,6 +33,7 @@ import (
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/certs"
+	"github.com/kgate/kgate/gateway/sasl"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 and a client
@@ -443,14 +451,178 @@ func TestSASLSessionLifetime(t *testing.T) {
 	}
 }
 
-func TestMutualTLSAuthenticatesWithoutSASL(t *testing.T) {
+// TestSASLSSLWithClientCertificate: on a listener with TLS, a client CA
+// and SASL, a verified client certificate only passes the TLS handshake:
+// the client must still authenticate with SASL, which names its principal,
+// as on a Kafka SASL_SSL listener with ssl.client.auth=required. With
+// CertificateInsteadOfSASL the certificate authenticates on its own, as
+// kgate did before.
+func TestSASLSSLWithClientCertificate(t *testing.T) {
 	pki := newPKI(t)
 	rl := pki.serverTLS(t, true)
-	s := &gateway.SASL{Mechanisms: []string{"SCRAM-SHA-512"}}
-	n := startNode(t, func(c *gateway.Config) { c.TLS, c.SASL = rl.ServerConfig(), s })
-	if err := roundTrip(t, n.addr, "cert-auth", kgo.DialTLSConfig(pki.clientTLS(t, true))); err != nil {
-		t.Fatalf("client certificate as authentication: %v", err)
+	saslCfg := func() *gateway.SASL {
+		return &gateway.SASL{Mechanisms: []string{"PLAIN"}, PlainUsers: func(u string) (string, bool) { return "admin-secret", u == "admin" }}
 	}
+	n := startNode(t, func(c *gateway.Config) { c.TLS, c.SASL = rl.ServerConfig(), saslCfg() })
+	withCert := pki.clientTLS(t, true)
+
+	// The certificate alone: the first request past ApiVersions closes
+	// the connection, as Kafka does before authentication.
+	c := tlsRaw(t, n.addr, withCert)
+	c.send(kmsg.NewPtrMetadataRequest())
+	expectClosed(t, c.nc)
+	// Certificate and SASL: served, as the SASL user.
+	c = tlsRaw(t, n.addr, withCert)
+	if r := saslAuth(c, "PLAIN", []byte("\x00admin\x00admin-secret")); r.ErrorCode != 0 {
+		t.Fatalf("PLAIN with a client certificate: error %d", r.ErrorCode)
+	}
+	if err := roundTrip(t, n.addr, "cert-and-sasl", kgo.DialTLSConfig(withCert), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); err != nil {
+		t.Fatalf("client certificate and SASL: %v", err)
+	}
+	// SASL without the certificate does not pass the TLS handshake.
+	if err := authenticate(t, n.addr, kgo.DialTLSConfig(pki.clientTLS(t, false)), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); err == nil {
+		t.Fatal("SASL without the required client certificate was served")
+	}
+
+	legacy := startNode(t, func(c *gateway.Config) {
+		c.TLS, c.SASL = rl.ServerConfig(), saslCfg()
+		c.SASL.CertificateInsteadOfSASL = true
+	})
+	if err := roundTrip(t, legacy.addr, "cert-auth", kgo.DialTLSConfig(withCert)); err != nil {
+		t.Fatalf("client certificate as authentication with CertificateInsteadOfSASL: %v", err)
+	}
+}
+
+// TestListenerSASLSettings: a listener's own failure delay, session
+// lifetime and OAUTHBEARER keys and rules replace the shared ones there
+// and only there (Kafka's listener.name.<name>.* settings).
+func TestListenerSASLSettings(t *testing.T) {
+	pki := newPKI(t)
+	rl := pki.serverTLS(t, false)
+	shared, own := newJWTSigner(t), newJWTSigner(t)
+	const slowDelay = 2 * time.Second
+	ownDelay, ownLifetime := slowDelay, 300*time.Millisecond
+	n := startNode(t, func(c *gateway.Config) {
+		c.SASL = &gateway.SASL{
+			Mechanisms: []string{"PLAIN", "OAUTHBEARER"},
+			PlainUsers: func(u string) (string, bool) { return "admin-secret", u == "admin" },
+			OAuthKeys:  shared.keys,
+			OAuthRules: sasl.TokenRules{Issuer: "https://shared.test"},
+		}
+		c.Listeners = []gateway.Listener{
+			{Name: "SHARED", Addr: c.Addr, TLS: rl.ServerConfig(), SASL: true},
+			{Name: "OWN", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true, FailureDelay: &ownDelay, SessionLifetime: &ownLifetime,
+				OAuthKeys: own.keys, OAuthRules: &sasl.TokenRules{Issuer: "https://own.test", Audiences: []string{"kafka"}}},
+		}
+	})
+	cfg := pki.clientTLS(t, false)
+	ownAddr := n.srv.ListenerAddr("OWN").String()
+
+	// A wrong password: answered after the listener's delay, then closed.
+	failed := func(addr string) time.Duration {
+		c := tlsRaw(t, addr, cfg)
+		start := time.Now()
+		if r := saslAuth(c, "PLAIN", []byte("\x00admin\x00guess")); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Fatalf("wrong password on %s: error %d", addr, r.ErrorCode)
+		}
+		d := time.Since(start)
+		expectClosed(t, c.nc)
+		return d
+	}
+	if d := failed(ownAddr); d < slowDelay {
+		t.Errorf("OWN answered a failed authentication after %v, before its delay of %v", d, slowDelay)
+	}
+	if d := failed(n.addr); d >= slowDelay {
+		t.Errorf("SHARED answered a failed authentication after %v: OWN's delay of %v applied there", d, slowDelay)
+	}
+
+	// The session lifetime each listener tells its clients (KIP-368).
+	for _, l := range []struct {
+		name, addr string
+		want       int64
+	}{{"OWN", ownAddr, 300}, {"SHARED", n.addr, 0}} {
+		c := tlsRaw(t, l.addr, cfg)
+		if r := saslAuth(c, "PLAIN", []byte("\x00admin\x00admin-secret")); r.ErrorCode != 0 || r.SessionLifetimeMillis != l.want {
+			t.Errorf("%s: error %d, session lifetime %d ms, want %d", l.name, r.ErrorCode, r.SessionLifetimeMillis, l.want)
+		}
+	}
+
+	// Each listener takes the tokens of its own identity provider only.
+	token := func(s *jwtSigner, issuer string) []byte {
+		now := time.Now()
+		tok := s.token(t, map[string]any{"sub": "svc", "iss": issuer, "aud": "kafka", "exp": now.Add(time.Hour).Unix()})
+		return []byte("n,,\x01auth=Bearer " + tok + "\x01\x01")
+	}
+	for _, w := range []struct {
+		what, addr string
+		tok        []byte
+		ok         bool
+	}{
+		{"OWN's token on OWN", ownAddr, token(own, "https://own.test"), true},
+		{"SHARED's token on OWN", ownAddr, token(shared, "https://shared.test"), false},
+		{"OWN's key with SHARED's issuer on OWN", ownAddr, token(own, "https://shared.test"), false},
+		{"SHARED's token on SHARED", n.addr, token(shared, "https://shared.test"), true},
+		{"OWN's token on SHARED", n.addr, token(own, "https://own.test"), false},
+	} {
+		c := tlsRaw(t, w.addr, cfg)
+		r := saslAuth(c, "OAUTHBEARER", w.tok)
+		if w.ok {
+			if r.ErrorCode != 0 || len(r.SASLAuthBytes) != 0 {
+				t.Errorf("%s: error %d, challenge %q", w.what, r.ErrorCode, r.SASLAuthBytes)
+			}
+			continue
+		}
+		// A refused token gets the error challenge (RFC 7628); the
+		// client's acknowledgement then gets SASL_AUTHENTICATION_FAILED.
+		if r.ErrorCode != 0 || !strings.Contains(string(r.SASLAuthBytes), "invalid_token") {
+			t.Errorf("%s: error %d, challenge %q, want invalid_token", w.what, r.ErrorCode, r.SASLAuthBytes)
+			continue
+		}
+		ack := kmsg.NewPtrSASLAuthenticateRequest()
+		ack.SetVersion(2)
+		ack.SASLAuthBytes = []byte{1}
+		if r := c.do(ack).(*kmsg.SASLAuthenticateResponse); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Errorf("%s, acknowledged: error %d, want SASL_AUTHENTICATION_FAILED", w.what, r.ErrorCode)
+		}
+	}
+}
+
+// jwtSigner signs RS256 tokens with a key of its own key set.
+type jwtSigner struct {
+	key *rsa.PrivateKey
+	ks  *sasl.KeySet
+}
+
+func newJWTSigner(t *testing.T) *jwtSigner {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding
+	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": "k", "use": "sig",
+		"n": enc.EncodeToString(k.N.Bytes()), "e": enc.EncodeToString(big.NewInt(int64(k.E)).Bytes())}}})
+	ks, err := sasl.ParseKeySet(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &jwtSigner{key: k, ks: ks}
+}
+
+func (j *jwtSigner) keys() (*sasl.KeySet, error) { return j.ks, nil }
+
+func (j *jwtSigner) token(t *testing.T, claims map[string]any) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	h, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": "k"})
+	c, _ := json.Marshal(claims)
+	signed := enc.EncodeToString(h) + "." + enc.EncodeToString(c)
+	d := sha256.Sum256([]byte(signed))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, j.key, crypto.SHA256, d[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signed + "." + enc.EncodeToString(sig)
 }
 
 // followerCredentials reads the leader's store (as a follower's replicated

@@ -429,6 +429,7 @@ func (c *config) validate() error {
 	default:
 		return fmt.Errorf("invalid value %q for --log-format: must be text or json", c.LogFormat)
 	}
+	c.securityConfig.listenerKeySets = c.ListenerOAuthJWKSFile != ""
 	if err := c.securityConfig.validate(); err != nil {
 		return err
 	}

@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/gateway/certs"
+	"github.com/kgate/kgate/gateway/sasl"
 )
 
 // listenersConfig is the flags of named Kafka listeners, with Kafka's
@@ -31,6 +33,16 @@ type listenersConfig struct {
 	ListenerClientAuth  string
 	ListenerMechanisms  string
 	ListenerPlainUsers  string
+	// Kafka's listener.name.<name>.connections.max.reauth.ms and
+	// .oauthbearer.sasl.* settings, and a per-listener failure delay (Kafka
+	// has connection.failed.authentication.delay.ms broker-wide only).
+	ListenerFailedAuthDelay string
+	ListenerMaxReauth       string
+	ListenerOAuthJWKSFile   string
+	ListenerOAuthIssuer     string
+	ListenerOAuthAudience   string
+	ListenerOAuthSubClaim   string
+	ListenerOAuthClockSkew  string
 
 	// Set by validate: every listener, --kafka-addr's first; nil when
 	// there is only that one, unnamed.
@@ -46,6 +58,12 @@ type namedListener struct {
 	requested  bool // a client certificate is asked for, not required
 	mechanisms []string
 	plainUsers string // its own PLAIN users file ("": the shared one)
+	// Its own failure delay and session lifetime (nil: the shared ones).
+	failureDelay, maxReauth *time.Duration
+	// Its own OAUTHBEARER key set file ("": the shared one) and token
+	// rules (nil: the shared ones).
+	oauthJWKS  string
+	oauthRules *sasl.TokenRules
 }
 
 func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
@@ -58,6 +76,13 @@ func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
 	fs.StringVar(&c.ListenerClientAuth, "listener-tls-client-auth", "", "per-listener client certificates, NAME:required|requested|none comma-separated (Kafka's listener.name.<name>.ssl.client.auth); default required where a client CA applies")
 	fs.StringVar(&c.ListenerMechanisms, "listener-sasl-enabled-mechanisms", "", "per-listener --sasl-enabled-mechanisms, NAME:MECHANISM comma-separated, a listener named once per mechanism, e.g. EXTERNAL:SCRAM-SHA-512,EXTERNAL:PLAIN (Kafka's listener.name.<name>.sasl.enabled.mechanisms)")
 	fs.StringVar(&c.ListenerPlainUsers, "listener-sasl-plain-users-file", "", "per-listener --sasl-plain-users-file, NAME:file comma-separated: that listener's PLAIN users instead of the shared ones (Kafka's listener.name.<name>.plain.sasl.jaas.config)")
+	fs.StringVar(&c.ListenerFailedAuthDelay, "listener-connection-failed-authentication-delay", "", "per-listener --connection-failed-authentication-delay, NAME:duration comma-separated (Kafka has connection.failed.authentication.delay.ms broker-wide only)")
+	fs.StringVar(&c.ListenerMaxReauth, "listener-connections-max-reauth", "", "per-listener --connections-max-reauth, NAME:duration comma-separated, 0 = unlimited (Kafka's listener.name.<name>.connections.max.reauth.ms)")
+	fs.StringVar(&c.ListenerOAuthJWKSFile, "listener-sasl-oauthbearer-jwks-file", "", "per-listener --sasl-oauthbearer-jwks-file, NAME:file comma-separated: that listener's OAUTHBEARER tokens are checked against these keys only (Kafka's listener.name.<name>.oauthbearer.sasl.oauthbearer.jwks.endpoint.url)")
+	fs.StringVar(&c.ListenerOAuthIssuer, "listener-sasl-oauthbearer-expected-issuer", "", "per-listener --sasl-oauthbearer-expected-issuer, NAME:issuer comma-separated")
+	fs.StringVar(&c.ListenerOAuthAudience, "listener-sasl-oauthbearer-expected-audience", "", "per-listener --sasl-oauthbearer-expected-audience, NAME:audience comma-separated, a listener named once per audience")
+	fs.StringVar(&c.ListenerOAuthSubClaim, "listener-sasl-oauthbearer-sub-claim-name", "", "per-listener --sasl-oauthbearer-sub-claim-name, NAME:claim comma-separated")
+	fs.StringVar(&c.ListenerOAuthClockSkew, "listener-sasl-oauthbearer-clock-skew", "", "per-listener --sasl-oauthbearer-clock-skew, NAME:duration comma-separated")
 	fs.StringVar(&c.ProtocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL comma-separated, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: the name when it is a protocol)")
 }
 
@@ -94,12 +119,16 @@ func parseListenerList(flagName, v string) ([][2]string, error) {
 // validate checks the listener flags against the Kafka address and the
 // security flags, and fills named.
 func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securityConfig) error {
+	if sec.CertificateInsteadOfSASL && (sec.KafkaTLSClientCA == "" && c.ListenerTLSClientCA == "" || sec.SASLMechanisms == "" && c.ListenerMechanisms == "") {
+		return fmt.Errorf("invalid value for --client-certificate-instead-of-sasl: it needs SASL (--sasl-enabled-mechanisms or --listener-sasl-enabled-mechanisms) and a client CA (--kafka-tls-client-ca or --listener-tls-client-ca)")
+	}
 	if c.Listeners == "" && c.KafkaListenerName == "" {
 		if c.AdvertisedListeners != "" || c.ProtocolMap != "" {
 			return fmt.Errorf("invalid value for --advertised-listeners/--listener-security-protocol-map: no --listeners or --kafka-listener-name")
 		}
-		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms, c.ListenerPlainUsers) > 0 {
-			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-*: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
+		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms, c.ListenerPlainUsers,
+			c.ListenerFailedAuthDelay, c.ListenerMaxReauth, c.ListenerOAuthJWKSFile, c.ListenerOAuthIssuer, c.ListenerOAuthAudience, c.ListenerOAuthSubClaim, c.ListenerOAuthClockSkew) > 0 {
+			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-*/--listener-connection*: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
 		}
 		return nil
 	}
@@ -188,6 +217,11 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 type listenerOverrides struct {
 	cert, key, clientCA, clientAuth, plainUsers map[string]string
 	mechanisms                                  map[string][]string
+	// SASL settings beyond mechanisms and users: failure delay, session
+	// lifetime, and OAUTHBEARER's key set file and token rules.
+	failureDelay, maxReauth, oauthSkew map[string]time.Duration
+	oauthJWKS, oauthIssuer, oauthSub   map[string]string
+	oauthAudience                      map[string][]string
 }
 
 // parseOverride reads NAME:value,...; with many, a name may come again
@@ -245,8 +279,78 @@ func (c *listenersConfig) overrides() (listenerOverrides, error) {
 			return ov, fmt.Errorf("invalid value %q for --listener-tls-client-auth: listener %s: %q is not required, requested or none", c.ListenerClientAuth, name, vs[0])
 		}
 	}
-	ov.mechanisms, err = parseOverride("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, true)
+	if ov.mechanisms, err = parseOverride("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, true); err != nil {
+		return ov, err
+	}
+	ov.failureDelay, ov.maxReauth, ov.oauthSkew = map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Duration{}
+	for _, f := range []struct {
+		flag, v string
+		into    map[string]time.Duration
+		check   func(time.Duration) string // "" when the value is fine
+	}{
+		{"listener-connection-failed-authentication-delay", c.ListenerFailedAuthDelay, ov.failureDelay, checkFailedAuthDelay},
+		{"listener-connections-max-reauth", c.ListenerMaxReauth, ov.maxReauth, checkMaxReauth},
+		{"listener-sasl-oauthbearer-clock-skew", c.ListenerOAuthClockSkew, ov.oauthSkew, checkClockSkew},
+	} {
+		m, err := parseOverride(f.flag, f.v, false)
+		if err != nil {
+			return ov, err
+		}
+		for name, vs := range m {
+			d, err := time.ParseDuration(vs[0])
+			if err != nil {
+				return ov, fmt.Errorf("invalid value %q for --%s: listener %s: %q is not a duration such as 500ms or 1h", f.v, f.flag, name, vs[0])
+			}
+			if why := f.check(d); why != "" {
+				return ov, fmt.Errorf("invalid value %q for --%s: listener %s: %s %s", f.v, f.flag, name, d, why)
+			}
+			f.into[name] = d
+		}
+	}
+	ov.oauthJWKS, ov.oauthIssuer, ov.oauthSub = map[string]string{}, map[string]string{}, map[string]string{}
+	for _, f := range []struct {
+		flag, v string
+		into    map[string]string
+	}{{"listener-sasl-oauthbearer-jwks-file", c.ListenerOAuthJWKSFile, ov.oauthJWKS}, {"listener-sasl-oauthbearer-expected-issuer", c.ListenerOAuthIssuer, ov.oauthIssuer},
+		{"listener-sasl-oauthbearer-sub-claim-name", c.ListenerOAuthSubClaim, ov.oauthSub}} {
+		m, err := parseOverride(f.flag, f.v, false)
+		if err != nil {
+			return ov, err
+		}
+		for name, vs := range m {
+			f.into[name] = vs[0]
+		}
+	}
+	for name, path := range ov.oauthJWKS {
+		if _, err := loadKeySet(path); err != nil {
+			return ov, fmt.Errorf("invalid value %q for --listener-sasl-oauthbearer-jwks-file: listener %s: %w", c.ListenerOAuthJWKSFile, name, err)
+		}
+	}
+	ov.oauthAudience, err = parseOverride("listener-sasl-oauthbearer-expected-audience", c.ListenerOAuthAudience, true)
 	return ov, err
+}
+
+// The bounds of the failure delay, the session lifetime and the clock
+// skew, shared and per listener: why d is refused, "" when it is not.
+func checkFailedAuthDelay(d time.Duration) string {
+	if d < 0 || d > time.Minute {
+		return "must be 0..1m"
+	}
+	return ""
+}
+
+func checkMaxReauth(d time.Duration) string {
+	if d < 0 || (d > 0 && d < time.Second) {
+		return "must be 0 or at least 1s"
+	}
+	return ""
+}
+
+func checkClockSkew(d time.Duration) string {
+	if d < 0 {
+		return "must not be negative"
+	}
+	return ""
 }
 
 // applyOverrides checks the per-listener flags against the listeners and
@@ -266,16 +370,46 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		}
 		return nil
 	}
-	mechNames := map[string]string{}
-	for name := range ov.mechanisms {
-		mechNames[name] = ""
+	keys := func(m any) map[string]string {
+		out := map[string]string{}
+		switch m := m.(type) {
+		case map[string][]string:
+			for name := range m {
+				out[name] = ""
+			}
+		case map[string]time.Duration:
+			for name := range m {
+				out[name] = ""
+			}
+		}
+		return out
 	}
+	mechNames := keys(ov.mechanisms)
 	for _, f := range []struct {
 		flag, v string
 		m       map[string]string
 	}{{"listener-tls-cert", c.ListenerTLSCert, ov.cert}, {"listener-tls-key", c.ListenerTLSKey, ov.key},
 		{"listener-tls-client-ca", c.ListenerTLSClientCA, ov.clientCA}, {"listener-tls-client-auth", c.ListenerClientAuth, ov.clientAuth},
 		{"listener-sasl-enabled-mechanisms", c.ListenerMechanisms, mechNames}, {"listener-sasl-plain-users-file", c.ListenerPlainUsers, ov.plainUsers}} {
+		if err := unknown(f.flag, f.v, f.m); err != nil {
+			return err
+		}
+	}
+	// The SASL settings beyond mechanisms and users, by flag.
+	saslOnly := []struct {
+		flag, v string
+		m       map[string]string
+		oauth   bool // applies only where OAUTHBEARER is enabled
+	}{
+		{"listener-connection-failed-authentication-delay", c.ListenerFailedAuthDelay, keys(ov.failureDelay), false},
+		{"listener-connections-max-reauth", c.ListenerMaxReauth, keys(ov.maxReauth), false},
+		{"listener-sasl-oauthbearer-jwks-file", c.ListenerOAuthJWKSFile, ov.oauthJWKS, true},
+		{"listener-sasl-oauthbearer-expected-issuer", c.ListenerOAuthIssuer, ov.oauthIssuer, true},
+		{"listener-sasl-oauthbearer-expected-audience", c.ListenerOAuthAudience, keys(ov.oauthAudience), true},
+		{"listener-sasl-oauthbearer-sub-claim-name", c.ListenerOAuthSubClaim, ov.oauthSub, true},
+		{"listener-sasl-oauthbearer-clock-skew", c.ListenerOAuthClockSkew, keys(ov.oauthSkew), true},
+	}
+	for _, f := range saslOnly {
 		if err := unknown(f.flag, f.v, f.m); err != nil {
 			return err
 		}
@@ -294,6 +428,11 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		ownUsers, hasOwnUsers := ov.plainUsers[n.name]
 		if (hasOwnMechs || hasOwnUsers) && !saslOn {
 			return fmt.Errorf("listener %s is %s: --listener-sasl-enabled-mechanisms and --listener-sasl-plain-users-file apply to SASL_PLAINTEXT and SASL_SSL listeners only", n.name, n.protocol)
+		}
+		for _, f := range saslOnly {
+			if _, ok := f.m[n.name]; ok && !saslOn {
+				return fmt.Errorf("invalid value %q for --%s: listener %s is %s, and it applies to SASL_PLAINTEXT and SASL_SSL listeners only", f.v, f.flag, n.name, n.protocol)
+			}
 		}
 		if ownCert != ownKey {
 			return fmt.Errorf("listener %s: give both --listener-tls-cert and --listener-tls-key for it, or neither", n.name)
@@ -321,13 +460,17 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 		if saslOn {
 			n.mechanisms, n.plainUsers = sec.mechanisms(), ownUsers
 			if hasOwnMechs {
-				if err := sec.checkMechanisms("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, ownMechs, hasOwnUsers); err != nil {
+				_, ownJWKS := ov.oauthJWKS[n.name]
+				if err := sec.checkMechanisms("listener-sasl-enabled-mechanisms", c.ListenerMechanisms, ownMechs, hasOwnUsers, ownJWKS); err != nil {
 					return err
 				}
 				n.mechanisms = ownMechs
 			}
 			if len(n.mechanisms) == 0 {
 				return fmt.Errorf("listener %s is %s: set --sasl-enabled-mechanisms, or --listener-sasl-enabled-mechanisms for %s", n.name, n.protocol, n.name)
+			}
+			if _, ownJWKS := ov.oauthJWKS[n.name]; !hasOwnMechs && !ownJWKS && sec.OAuthJWKSFile == "" && slices.Contains(n.mechanisms, "OAUTHBEARER") {
+				return fmt.Errorf("invalid value for --sasl-enabled-mechanisms: OAUTHBEARER on listener %s needs --sasl-oauthbearer-jwks-file or --listener-sasl-oauthbearer-jwks-file for %s", n.name, n.name)
 			}
 			if hasOwnUsers && !slices.Contains(n.mechanisms, "PLAIN") {
 				return fmt.Errorf("invalid value %q for --listener-sasl-plain-users-file: listener %s does not enable PLAIN", c.ListenerPlainUsers, n.name)
@@ -337,6 +480,19 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 					return fmt.Errorf("invalid value for --listener-sasl-plain-users-file: listener %s: %w", n.name, err)
 				}
 			}
+			for _, f := range saslOnly {
+				if _, ok := f.m[n.name]; ok && f.oauth && !slices.Contains(n.mechanisms, "OAUTHBEARER") {
+					return fmt.Errorf("invalid value %q for --%s: listener %s does not enable OAUTHBEARER", f.v, f.flag, n.name)
+				}
+			}
+			if d, ok := ov.failureDelay[n.name]; ok {
+				n.failureDelay = &d
+			}
+			if d, ok := ov.maxReauth[n.name]; ok {
+				n.maxReauth = &d
+			}
+			n.oauthJWKS = ov.oauthJWKS[n.name]
+			n.oauthRules = sec.listenerTokenRules(ov, n.name)
 		}
 	}
 	return nil
@@ -426,6 +582,10 @@ func (c *listenersConfig) gatewayListeners(shared *certs.Reloader, log *slog.Log
 					return nil, nil, fmt.Errorf("listener %s: %w", n.name, err)
 				}
 				l.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
+			}
+			l.FailureDelay, l.SessionLifetime, l.OAuthRules = n.failureDelay, n.maxReauth, n.oauthRules
+			if n.oauthJWKS != "" {
+				l.OAuthKeys = keySetFile(n.oauthJWKS, log.With("listener", n.name))
 			}
 			if l.TLS == nil && slices.Contains(n.mechanisms, "PLAIN") {
 				log.Warn("SASL PLAIN on a SASL_PLAINTEXT listener: passwords cross the network in clear", "listener", n.name)

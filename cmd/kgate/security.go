@@ -55,6 +55,14 @@ type securityConfig struct {
 	Authorizer         bool
 	SuperUsers         string
 	AllowIfNoACL       bool
+	// CertificateInsteadOfSASL keeps kgate's former rule on SASL_SSL
+	// listeners: a verified client certificate authenticates on its own.
+	CertificateInsteadOfSASL bool
+
+	// listenerKeySets is set by config.validate when some listener has an
+	// OAUTHBEARER key set of its own: --sasl-enabled-mechanisms may then
+	// enable OAUTHBEARER without the shared one, each listener checked.
+	listenerKeySets bool
 }
 
 func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
@@ -68,6 +76,7 @@ func addSecurityFlags(fs *flag.FlagSet, c *securityConfig) {
 	fs.StringVar(&c.OAuthAudience, "sasl-oauthbearer-expected-audience", "", "comma list; an OAUTHBEARER token's aud must name one (Kafka's sasl.oauthbearer.expected.audience)")
 	fs.StringVar(&c.OAuthSubClaim, "sasl-oauthbearer-sub-claim-name", "sub", "claim naming an OAUTHBEARER token's principal (Kafka's sasl.oauthbearer.sub.claim.name)")
 	fs.DurationVar(&c.OAuthClockSkew, "sasl-oauthbearer-clock-skew", 30*time.Second, "clock difference allowed when checking a token's exp and nbf (Kafka's sasl.oauthbearer.clock.skew.seconds)")
+	fs.BoolVar(&c.CertificateInsteadOfSASL, "client-certificate-instead-of-sasl", false, "on SASL_SSL listeners, a client certificate their client CA verified authenticates the connection without SASL (kgate's rule before it followed Kafka, which always requires SASL there)")
 	fs.StringVar(&c.SASLPlainUsersFile, "sasl-plain-users-file", "", "file of PLAIN users, one user:password a line")
 	fs.DurationVar(&c.FailedAuthDelay, "connection-failed-authentication-delay", 100*time.Millisecond, "delay before answering a failed authentication and closing (Kafka's connection.failed.authentication.delay.ms)")
 	fs.DurationVar(&c.MaxReauth, "connections-max-reauth", 0, "SASL session lifetime; clients re-authenticate before it ends or are disconnected, 0 = unlimited (Kafka's connections.max.reauth.ms)")
@@ -126,11 +135,11 @@ func (c *securityConfig) validate() error {
 	if c.TLSReloadInterval < 100*time.Millisecond {
 		return fmt.Errorf("invalid value %s for --tls-reload-interval: must be at least 100ms", c.TLSReloadInterval)
 	}
-	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms(), false); err != nil {
+	if err := c.checkMechanisms("sasl-enabled-mechanisms", c.SASLMechanisms, c.mechanisms(), false, c.listenerKeySets); err != nil {
 		return err
 	}
-	if c.FailedAuthDelay < 0 || c.FailedAuthDelay > time.Minute {
-		return fmt.Errorf("invalid value %s for --connection-failed-authentication-delay: must be 0..1m", c.FailedAuthDelay)
+	if why := checkFailedAuthDelay(c.FailedAuthDelay); why != "" {
+		return fmt.Errorf("invalid value %s for --connection-failed-authentication-delay: %s", c.FailedAuthDelay, why)
 	}
 	for _, u := range c.superUsers() {
 		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
@@ -140,16 +149,17 @@ func (c *securityConfig) validate() error {
 	if !c.Authorizer && (c.SuperUsers != "" || c.AllowIfNoACL) {
 		return fmt.Errorf("invalid value for --super-users/--allow-everyone-if-no-acl-found: they need --authorizer")
 	}
-	if c.MaxReauth < 0 || (c.MaxReauth > 0 && c.MaxReauth < time.Second) {
-		return fmt.Errorf("invalid value %s for --connections-max-reauth: must be 0 or at least 1s", c.MaxReauth)
+	if why := checkMaxReauth(c.MaxReauth); why != "" {
+		return fmt.Errorf("invalid value %s for --connections-max-reauth: %s", c.MaxReauth, why)
 	}
 	return nil
 }
 
 // checkMechanisms checks a list of SASL mechanisms that flag (whose
 // value is v) enables: known names, and the settings each one needs
-// (ownPlainUsers: PLAIN users come from a listener's own file).
-func (c *securityConfig) checkMechanisms(flag, v string, mechs []string, ownPlainUsers bool) error {
+// (ownPlainUsers, ownJWKS: PLAIN users, OAUTHBEARER keys come from a
+// listener's own file).
+func (c *securityConfig) checkMechanisms(flag, v string, mechs []string, ownPlainUsers, ownJWKS bool) error {
 	for _, m := range mechs {
 		if !slices.Contains(knownMechanisms, m) {
 			return fmt.Errorf("invalid value %q for --%s: %q is not one of %s", v, flag, m, strings.Join(knownMechanisms, ", "))
@@ -159,20 +169,61 @@ func (c *securityConfig) checkMechanisms(flag, v string, mechs []string, ownPlai
 		return fmt.Errorf("invalid value for --%s: PLAIN needs --sasl-plain-users-file", flag)
 	}
 	if slices.Contains(mechs, "OAUTHBEARER") {
-		if c.OAuthJWKSFile == "" {
-			return fmt.Errorf("invalid value for --%s: OAUTHBEARER needs --sasl-oauthbearer-jwks-file", flag)
+		if c.OAuthJWKSFile == "" && !ownJWKS {
+			also := ""
+			if strings.HasPrefix(flag, "listener-") {
+				also = " or --listener-sasl-oauthbearer-jwks-file"
+			}
+			return fmt.Errorf("invalid value for --%s: OAUTHBEARER needs --sasl-oauthbearer-jwks-file%s", flag, also)
 		}
-		if _, err := loadKeySet(c.OAuthJWKSFile); err != nil {
-			return err
+		if c.OAuthJWKSFile != "" {
+			if _, err := loadKeySet(c.OAuthJWKSFile); err != nil {
+				return err
+			}
 		}
 		if c.OAuthSubClaim == "" {
 			return fmt.Errorf("invalid value for --sasl-oauthbearer-sub-claim-name: must not be empty")
 		}
-		if c.OAuthClockSkew < 0 {
-			return fmt.Errorf("invalid value %s for --sasl-oauthbearer-clock-skew: must not be negative", c.OAuthClockSkew)
+		if why := checkClockSkew(c.OAuthClockSkew); why != "" {
+			return fmt.Errorf("invalid value %s for --sasl-oauthbearer-clock-skew: %s", c.OAuthClockSkew, why)
 		}
 	}
 	return nil
+}
+
+// tokenRules is what the shared --sasl-oauthbearer-* flags ask of a token.
+func (c *securityConfig) tokenRules() sasl.TokenRules {
+	r := sasl.TokenRules{Issuer: c.OAuthIssuer, SubClaim: c.OAuthSubClaim, ClockSkew: c.OAuthClockSkew}
+	for _, a := range strings.Split(c.OAuthAudience, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			r.Audiences = append(r.Audiences, a)
+		}
+	}
+	return r
+}
+
+// listenerTokenRules is the token rules of a listener with OAUTHBEARER
+// settings of its own, each falling back on the shared flag; nil when it
+// has none.
+func (c *securityConfig) listenerTokenRules(ov listenerOverrides, name string) *sasl.TokenRules {
+	r := c.tokenRules()
+	own := false
+	if v, ok := ov.oauthIssuer[name]; ok {
+		r.Issuer, own = v, true
+	}
+	if v, ok := ov.oauthAudience[name]; ok {
+		r.Audiences, own = v, true
+	}
+	if v, ok := ov.oauthSub[name]; ok {
+		r.SubClaim, own = v, true
+	}
+	if v, ok := ov.oauthSkew[name]; ok {
+		r.ClockSkew, own = v, true
+	}
+	if !own {
+		return nil
+	}
+	return &r
 }
 
 // superUsers splits --super-users (';', as Kafka's super.users, since
@@ -251,7 +302,7 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, listenerMechs []string
 		all = listenerMechs
 	}
 	if mechs := c.mechanisms(); len(all) > 0 {
-		s := &gateway.SASL{Mechanisms: mechs, FailureDelay: c.FailedAuthDelay, SessionLifetime: c.MaxReauth}
+		s := &gateway.SASL{Mechanisms: mechs, FailureDelay: c.FailedAuthDelay, SessionLifetime: c.MaxReauth, CertificateInsteadOfSASL: c.CertificateInsteadOfSASL}
 		if c.SASLPlainUsersFile != "" {
 			users, err := loadPlainUsers(c.SASLPlainUsersFile)
 			if err != nil {
@@ -260,13 +311,10 @@ func kafkaSecurity(c *securityConfig, gc *gateway.Config, listenerMechs []string
 			s.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
 		}
 		if slices.Contains(all, "OAUTHBEARER") {
-			s.OAuthKeys = keySetFile(c.OAuthJWKSFile, log)
-			s.OAuthRules = sasl.TokenRules{Issuer: c.OAuthIssuer, SubClaim: c.OAuthSubClaim, ClockSkew: c.OAuthClockSkew}
-			for _, a := range strings.Split(c.OAuthAudience, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					s.OAuthRules.Audiences = append(s.OAuthRules.Audiences, a)
-				}
+			if c.OAuthJWKSFile != "" {
+				s.OAuthKeys = keySetFile(c.OAuthJWKSFile, log)
 			}
+			s.OAuthRules = c.tokenRules()
 		}
 		if listenerMechs == nil && rl == nil && slices.Contains(mechs, "PLAIN") {
 			log.Warn("SASL PLAIN without --kafka-tls-cert: passwords cross the network in clear")

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"net"
@@ -27,6 +31,7 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	users := filepath.Join(dir, "users")
 	os.WriteFile(users, []byte("partner:secret\n"), 0o600)
+	jwks := writeJWKS(t, dir, "keys")
 	badUsers := filepath.Join(dir, "bad-users")
 	os.WriteFile(badUsers, []byte("no-colon\n"), 0o600)
 	cases := []struct {
@@ -79,6 +84,20 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 		{"plain users file not user:password", append(twoListeners(file), "--listener-sasl-plain-users-file", "EXT:"+empty+"x"), "--listener-sasl-plain-users-file"},
 		{"bad plain users line", append(twoListeners(file), "--listener-sasl-plain-users-file", "EXT:"+badUsers), "--listener-sasl-plain-users-file: listener EXT: --sasl-plain-users-file: " + badUsers + " line 1"},
 		{"ssl listener with neither cert", []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:PLAINTEXT,EXT:SSL", "--listener-tls-client-ca", "EXT:" + file}, "--listener-tls-cert and --listener-tls-key for EXT"},
+		{"listener failure delay not a duration", append(twoListeners(file), "--listener-connection-failed-authentication-delay", "EXT:soon"), "--listener-connection-failed-authentication-delay"},
+		{"listener failure delay out of range", append(twoListeners(file), "--listener-connection-failed-authentication-delay", "EXT:2m"), "--listener-connection-failed-authentication-delay"},
+		{"listener failure delay on a plaintext listener", append(twoListeners(file), "--listener-connection-failed-authentication-delay", "INT:1s"), "listener INT is PLAINTEXT"},
+		{"listener reauth too short", append(twoListeners(file), "--listener-connections-max-reauth", "EXT:10ms"), "--listener-connections-max-reauth"},
+		{"listener reauth for an unknown listener", append(twoListeners(file), "--listener-connections-max-reauth", "OTHER:1h"), "no listener OTHER"},
+		{"listener reauth named twice", append(twoListeners(file), "--listener-connections-max-reauth", "EXT:1h,EXT:2h"), "--listener-connections-max-reauth"},
+		{"listener issuer without OAUTHBEARER", append(twoListeners(file), "--listener-sasl-oauthbearer-expected-issuer", "EXT:https://idp.test"), "--listener-sasl-oauthbearer-expected-issuer"},
+		{"listener audience on a plaintext listener", append(twoListeners(file), "--listener-sasl-oauthbearer-expected-audience", "INT:kafka"), "listener INT is PLAINTEXT"},
+		{"listener OAUTHBEARER without keys", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:OAUTHBEARER"), "--listener-sasl-oauthbearer-jwks-file"},
+		{"listener bad jwks", append(twoListeners(file), "--listener-sasl-enabled-mechanisms", "EXT:OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "EXT:"+file), "--listener-sasl-oauthbearer-jwks-file"},
+		{"shared OAUTHBEARER, one listener without keys", []string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT",
+			"--sasl-enabled-mechanisms", "OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "EXT:" + jwks}, "OAUTHBEARER on listener INT needs --sasl-oauthbearer-jwks-file or --listener-sasl-oauthbearer-jwks-file for INT"},
+		{"listener negative clock skew", append(twoListeners(file), "--listener-sasl-oauthbearer-clock-skew", "EXT:-1s"), "--listener-sasl-oauthbearer-clock-skew"},
+		{"certificate instead of SASL without a client CA", []string{"--client-certificate-instead-of-sasl", "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file}, "--client-certificate-instead-of-sasl"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
 		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
 		{"super user not a principal", []string{"--authorizer", "--super-users", "User:admin;alice"}, "--super-users"},
@@ -466,4 +485,125 @@ func reloader(t *testing.T, f certs.Files) *certs.Reloader {
 		t.Fatal(err)
 	}
 	return rl
+}
+
+// TestListenerSASLOverrides: each SASL listener gets its own failure
+// delay, session lifetime and OAUTHBEARER keys and rules where given, each
+// setting falling back on the shared flag, from flags or the environment.
+func TestListenerSASLOverrides(t *testing.T) {
+	dir := t.TempDir()
+	jwks := func(name string) string { return writeJWKS(t, dir, name) }
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
+	sharedKeys, partnerKeys := jwks("shared"), jwks("partner")
+	c, err := parseConfig([]string{"--kafka-addr", "127.0.0.1:9092", "--kafka-listener-name", "INTERNAL",
+		"--listeners", "PARTNER://127.0.0.1:9093,OPEN://127.0.0.1:9094",
+		"--listener-security-protocol-map", "INTERNAL:SASL_PLAINTEXT,PARTNER:SASL_PLAINTEXT,OPEN:PLAINTEXT",
+		"--sasl-enabled-mechanisms", "PLAIN,OAUTHBEARER", "--sasl-plain-users-file", users,
+		"--sasl-oauthbearer-jwks-file", sharedKeys, "--sasl-oauthbearer-expected-issuer", "https://shared.test",
+		"--sasl-oauthbearer-expected-audience", "kafka", "--connection-failed-authentication-delay", "250ms", "--connections-max-reauth", "1h",
+		"--listener-connection-failed-authentication-delay", "PARTNER:3s",
+		"--listener-sasl-oauthbearer-jwks-file", "PARTNER:" + partnerKeys,
+		"--listener-sasl-oauthbearer-expected-audience", "PARTNER:orders,PARTNER:payments"},
+		env("KGATE_LISTENER_CONNECTIONS_MAX_REAUTH", "PARTNER:10m,INTERNAL:0s", "KGATE_LISTENER_SASL_OAUTHBEARER_EXPECTED_ISSUER", "PARTNER:https://partner.test",
+			"KGATE_LISTENER_SASL_OAUTHBEARER_CLOCK_SKEW", "PARTNER:5s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, _, err := c.listenersConfig.gatewayListeners(nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal, partner, open := ls[0], ls[1], ls[2]
+	// INTERNAL: the shared delay and keys, its own lifetime (0: unlimited).
+	if internal.FailureDelay != nil || internal.SessionLifetime == nil || *internal.SessionLifetime != 0 || internal.OAuthKeys != nil || internal.OAuthRules != nil {
+		t.Errorf("INTERNAL: delay %v lifetime %v own keys %v own rules %+v", internal.FailureDelay, internal.SessionLifetime, internal.OAuthKeys != nil, internal.OAuthRules)
+	}
+	if partner.FailureDelay == nil || *partner.FailureDelay != 3*time.Second || partner.SessionLifetime == nil || *partner.SessionLifetime != 10*time.Minute {
+		t.Errorf("PARTNER: delay %v lifetime %v", partner.FailureDelay, partner.SessionLifetime)
+	}
+	// PARTNER's rules: its issuer, audiences and skew, the shared claim name.
+	if r := partner.OAuthRules; r == nil || r.Issuer != "https://partner.test" || !slices.Equal(r.Audiences, []string{"orders", "payments"}) || r.SubClaim != "sub" || r.ClockSkew != 5*time.Second {
+		t.Errorf("PARTNER's token rules: %+v", r)
+	}
+	if partner.OAuthKeys == nil {
+		t.Fatal("PARTNER has no key set of its own")
+	}
+	if ks, err := partner.OAuthKeys(); err != nil || ks == nil {
+		t.Errorf("PARTNER's key set: %v", err)
+	}
+	if open.FailureDelay != nil || open.SessionLifetime != nil || open.OAuthKeys != nil || open.OAuthRules != nil {
+		t.Errorf("OPEN (PLAINTEXT) has SASL settings: %+v", open)
+	}
+	// The shared settings stay the gateway's.
+	gc := gateway.Config{}
+	if _, err := kafkaSecurity(&c.securityConfig, &gc, c.listenersConfig.allMechanisms(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if s := gc.SASL; s == nil || s.FailureDelay != 250*time.Millisecond || s.SessionLifetime != time.Hour || s.OAuthRules.Issuer != "https://shared.test" || s.OAuthKeys == nil {
+		t.Errorf("shared SASL settings: %+v", gc.SASL)
+	}
+}
+
+// TestClientCertificateInsteadOfSASL: the flag reaches the gateway's SASL
+// settings (off by default, as Kafka wants SASL on SASL_SSL listeners).
+func TestClientCertificateInsteadOfSASL(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, ca := testCerts(t, dir, "node-1")
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
+	for _, on := range []bool{false, true} {
+		args := []string{"--kafka-tls-cert", cert, "--kafka-tls-key", key, "--kafka-tls-client-ca", ca,
+			"--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users}
+		if on {
+			args = append(args, "--client-certificate-instead-of-sasl")
+		}
+		c, err := parseConfig(args, env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc := gateway.Config{}
+		if _, err := kafkaSecurity(&c.securityConfig, &gc, nil, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		if gc.SASL.CertificateInsteadOfSASL != on {
+			t.Errorf("--client-certificate-instead-of-sasl=%v: gateway has %v", on, gc.SASL.CertificateInsteadOfSASL)
+		}
+	}
+}
+
+// writeJWKS writes a key set of one fresh RSA key to dir/name.json.
+func writeJWKS(t *testing.T, dir, name string) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding
+	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": name, "n": enc.EncodeToString(k.N.Bytes()), "e": "AQAB"}}})
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestListenerKeySetsOnly: OAUTHBEARER enabled for every SASL listener
+// by the shared flag needs no shared key set when each has its own.
+func TestListenerKeySetsOnly(t *testing.T) {
+	dir := t.TempDir()
+	c, err := parseConfig([]string{"--kafka-listener-name", "INT", "--listeners", "EXT://127.0.0.1:9093", "--listener-security-protocol-map", "INT:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT",
+		"--sasl-enabled-mechanisms", "OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "INT:" + writeJWKS(t, dir, "int") + ",EXT:" + writeJWKS(t, dir, "ext")}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, _, err := c.listenersConfig.gatewayListeners(nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.OAuthKeys == nil {
+			t.Errorf("%s has no key set of its own", l.Name)
+		}
+	}
 }

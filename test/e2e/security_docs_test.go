@@ -100,13 +100,14 @@ func TestSecurityDocCommands(t *testing.T) {
 	}()
 	err := cmd.Wait()
 	if err != nil {
-		for _, log := range []string{"kgate.log", "kgate-mtls.log", "kgate-acl.log", "kgate-overrides.log"} {
+		for _, log := range []string{"kgate.log", "kgate-mtls.log", "kgate-acl.log", "kgate-overrides.log", "kgate-sasl-listeners.log"} {
 			t.Logf("%s:\n%s", log, tailFile(filepath.Join(work, log), 30))
 		}
 		t.Fatalf("docs/security.md commands failed: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n", "over-mtls\n", "paid\n", "Topic authorization failed",
-		"principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW"} {
+		"principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW",
+		"after 3", "ms in state AUTH_REQ", "Disconnected (after", "before\nafter\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -100,10 +100,16 @@ func kafkaJars(t *testing.T) string {
 // runTool runs argv and returns its combined output; err is non-nil when it
 // exits non-zero or runs past two minutes.
 func runTool(dir, name string, args ...string) (string, error) {
+	return runToolInput(dir, "", name, args...)
+}
+
+// runToolInput is runTool with stdin as the program's input.
+func runToolInput(dir, stdin, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
