@@ -10,10 +10,12 @@ import (
 )
 
 // holeGossip puts a black hole around tn's gossip and waits until every
-// node of others holds it failed.
+// node of others holds it failed. The hole ends before the nodes stop.
 func holeGossip(t *testing.T, tn *testNode, others []*testNode) {
 	t.Helper()
-	gossipOf(t, tn).holed.Store(true)
+	g := gossipOf(t, tn)
+	g.holed.Store(true)
+	t.Cleanup(g.unhole) // after newCluster's: runs first
 	for _, o := range others {
 		eventually(t, 20*time.Second, fmt.Sprintf("node %d holds node %d failed", o.id, tn.id), func() error {
 			if m, _ := memberState(o, tn.id); m.GossipState != "failed" {

@@ -63,6 +63,8 @@ type cutGossip struct {
 	// or from it connects, takes what is written and never answers.
 	holed     atomic.Bool
 	holeDials atomic.Int64 // streams into the hole
+	holeMu    sync.Mutex
+	holeConns []net.Conn // the hole's ends of those streams, closed by unhole
 	// mute: what the node sends is lost (its datagrams, its dials
 	// refused); what others send it, and its answers on their streams,
 	// get through.
@@ -112,6 +114,9 @@ func (g *cutGossip) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 	if g.holedTo(addr) {
 		g.holeDials.Add(1)
 		ours, far := net.Pipe()
+		g.holeMu.Lock()
+		g.holeConns = append(g.holeConns, far)
+		g.holeMu.Unlock()
 		go func() { // the hole takes every byte until the stream is closed
 			defer far.Close()
 			_, _ = io.Copy(io.Discard, far)
@@ -119,6 +124,19 @@ func (g *cutGossip) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 		return ours, nil
 	}
 	return g.Transport.DialTimeout(addr, timeout)
+}
+
+// unhole ends the black hole and closes the streams it held, so that
+// nothing waits out memberlist's 10 s stream timeout on them (the test's
+// nodes stop sooner).
+func (g *cutGossip) unhole() {
+	g.holed.Store(false)
+	g.holeMu.Lock()
+	defer g.holeMu.Unlock()
+	for _, c := range g.holeConns {
+		c.Close()
+	}
+	g.holeConns = nil
 }
 
 func gossipOf(t *testing.T, tn *testNode) *cutGossip {
