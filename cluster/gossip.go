@@ -381,12 +381,14 @@ func (g *gossip) askDirectly(ctx context.Context, m member) (member, bool) {
 // pushPull exchanges state with m directly, as a join does; false when m
 // could not be reached within directExchangeTimeout or before ctx ended.
 func (g *gossip) pushPull(ctx context.Context, m member) bool {
-	ctx, cancel := context.WithTimeout(ctx, directExchangeTimeout)
-	defer cancel()
 	if ctx.Err() != nil {
 		return false
 	}
-	return g.transport.do(ctx, m.gossipAddr, func() bool {
+	deadline := time.Now().Add(directExchangeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return g.transport.do(ctx, deadline, m.gossipAddr, func() bool {
 		if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
 			g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
 			return false

@@ -25,7 +25,8 @@ const directExchangeTimeout = time.Second
 // boundedTransport is memberlist's transport with the streams of direct
 // exchanges bounded: while a direct exchange with an address is in flight
 // (do), a stream dialled to that address gets the exchange's deadline and
-// is closed when the exchange's context ends. memberlist's Join, which the
+// is closed when the caller's context ends (not when the exchange ends: a
+// stream of memberlist's own may outlive it). memberlist's Join, which the
 // exchange runs, cannot be given a deadline of its own; its streams can.
 // One exchange with an address is in flight at a time, so that each
 // stream's bound is its own exchange's; a stream memberlist itself opens to
@@ -40,9 +41,10 @@ type boundedTransport struct {
 
 // flight is a direct exchange in flight.
 type flight struct {
-	ctx  context.Context
-	done chan struct{}
-	ok   bool
+	ctx      context.Context // the caller's
+	deadline time.Time
+	done     chan struct{}
+	ok       bool
 }
 
 func newBoundedTransport(t memberlist.Transport) *boundedTransport {
@@ -75,21 +77,25 @@ func addrKey(addr string) string {
 }
 
 // do runs exchange, a direct exchange with addr, its streams bounded by
-// ctx (which carries a deadline). While another is in flight with addr,
-// it waits for that one's outcome instead, or until ctx ends.
-func (t *boundedTransport) do(ctx context.Context, addr string, exchange func() bool) bool {
+// deadline and ctx. While another is in flight with addr, it waits for
+// that one's outcome instead, until deadline or ctx ends.
+func (t *boundedTransport) do(ctx context.Context, deadline time.Time, addr string, exchange func() bool) bool {
 	k := addrKey(addr)
 	t.mu.Lock()
 	if f := t.flights[k]; f != nil {
 		t.mu.Unlock()
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
 		select {
 		case <-f.done:
 			return f.ok
 		case <-ctx.Done():
 			return false
+		case <-timer.C:
+			return false
 		}
 	}
-	f := &flight{ctx: ctx, done: make(chan struct{})}
+	f := &flight{ctx: ctx, deadline: deadline, done: make(chan struct{})}
 	t.flights[k] = f
 	t.mu.Unlock()
 	defer func() {
@@ -102,14 +108,11 @@ func (t *boundedTransport) do(ctx context.Context, addr string, exchange func() 
 	return f.ok
 }
 
-// boundOf is the context bounding streams to addr now, if any.
-func (t *boundedTransport) boundOf(addr string) context.Context {
+// boundOf is the exchange in flight with addr, if any.
+func (t *boundedTransport) boundOf(addr string) *flight {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if f := t.flights[addrKey(addr)]; f != nil {
-		return f.ctx
-	}
-	return nil
+	return t.flights[addrKey(addr)]
 }
 
 func (t *boundedTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
@@ -117,11 +120,11 @@ func (t *boundedTransport) DialTimeout(addr string, timeout time.Duration) (net.
 }
 
 func (t *boundedTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	ctx := t.boundOf(a.Addr)
-	if ctx == nil {
+	f := t.boundOf(a.Addr)
+	if f == nil {
 		return t.NodeAwareTransport.DialAddressTimeout(a, timeout)
 	}
-	deadline, _ := ctx.Deadline()
+	ctx, deadline := f.ctx, f.deadline
 	if left := time.Until(deadline); left < timeout {
 		timeout = left
 	}
@@ -133,8 +136,8 @@ func (t *boundedTransport) DialAddressTimeout(a memberlist.Address, timeout time
 		return nil, err
 	}
 	bc := &boundedConn{Conn: c, deadline: deadline}
-	// The exchange's context ending (its caller gave up, the node stops)
-	// ends the stream at once.
+	// The caller's context ending (it gave up, the node stops) ends the
+	// stream at once.
 	bc.stop = context.AfterFunc(ctx, func() { c.Close() })
 	if err := c.SetDeadline(deadline); err != nil {
 		bc.Close()
