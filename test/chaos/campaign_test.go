@@ -465,10 +465,10 @@ faults:
 	// No member may lose its partitions to a fault a majority survived
 	// whole: a network fault (every node kept running; the group's state
 	// is Raft state), a churn (a graceful leave hands leadership over
-	// first) or a full disk (the node stops by itself, answering what it
-	// cannot store with a retriable error; issue 15 asks that no member
-	// be lost to it). A kill, pause or crash is counted in the table, with which
-	// member and why logged. The one loss franz-go brings on itself is
+	// first) or a full disk (the node stops by itself and the others stay
+	// whole; issue 15 asks that no member be lost to it). A kill, pause or
+	// crash is counted in the table, with which member and why logged.
+	// The one loss franz-go brings on itself is
 	// told apart whatever the fault: its client dialled a node that had
 	// left in a churn (its broker list is as old as its last metadata
 	// refresh, up to 5 minutes, and it asks one broker, at random, for a
