@@ -405,8 +405,12 @@ faults:
 				break
 			}
 		}
-		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %v)", i,
-			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), f.failover.Round(time.Millisecond))
+		failover := "none within the hold" // f.failover -1, which would print as 0s
+		if f.failover >= 0 {
+			failover = f.failover.Round(time.Millisecond).String()
+		}
+		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %s)", i,
+			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), failover)
 		done = append(done, f)
 	}
 	w.faultNow.Store(-1)
