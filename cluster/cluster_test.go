@@ -168,7 +168,7 @@ func TestLeaderCrash(t *testing.T) {
 			return nil
 		})
 	}
-	next.n.reconcile()
+	next.n.reconcile(t.Context())
 	votersAre(t, rest, c.nodes)
 	brokersAre(t, rest, rest)
 }
@@ -470,7 +470,7 @@ func TestNodeOfAnotherClusterRefused(t *testing.T) {
 		}
 		return nil
 	})
-	leaderAmong(t, three).n.reconcile()
+	leaderAmong(t, three).n.reconcile(t.Context())
 	votersAre(t, three, three)
 	brokersAre(t, three, three)
 	for _, tn := range three {

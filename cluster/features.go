@@ -19,10 +19,10 @@ func (n *Node) raiseFeatureLevel(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if target, ok := n.supportedLevel(false); ok && target > n.fsm.FeatureLevel() {
+		if target, ok := n.supportedLevel(ctx, false); ok && target > n.fsm.FeatureLevel() {
 			// Confirm with each voter itself: gossip may still carry what a
 			// node ran before its last restart.
-			if target, ok = n.supportedLevel(true); ok && target > n.fsm.FeatureLevel() {
+			if target, ok = n.supportedLevel(ctx, true); ok && target > n.fsm.FeatureLevel() {
 				n.log.Info("raising the cluster feature level", "from", n.fsm.FeatureLevel(), "to", target)
 				if _, err := n.Propose(ctx, fsm.Encode(&fsm.SetFeatureLevel{Level: target}), false); err != nil {
 					n.log.Warn("raising the cluster feature level", "err", err)
@@ -41,7 +41,7 @@ func (n *Node) raiseFeatureLevel(ctx context.Context) error {
 // non-voter) supports; ok is false
 // when some voter's support is unknown. With direct set, each voter is
 // asked itself (a gossip push-pull) first.
-func (n *Node) supportedLevel(direct bool) (fsm.Level, bool) {
+func (n *Node) supportedLevel(ctx context.Context, direct bool) (fsm.Level, bool) {
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
 		return 0, false
@@ -57,7 +57,7 @@ func (n *Node) supportedLevel(direct bool) (fsm.Level, bool) {
 		}
 		m, ok := n.gossip.member(s.ID)
 		if ok && direct {
-			m, ok = n.gossip.askDirectly(m)
+			m, ok = n.gossip.askDirectly(ctx, m)
 		}
 		if s.Suffrage != raft.Voter && (!ok || !alive(m.state)) {
 			// A non-voter replicates the log too, so a live one counts;

@@ -79,7 +79,7 @@ func TestFeatureLevelRaisedOnlyWhenEveryVoterSupportsIt(t *testing.T) {
 	leader := leaderAmong(t, c.nodes)
 	votersAre(t, c.nodes, c.nodes)
 	eventually(t, 20*time.Second, "the leader sees every voter's level", func() error {
-		if l, ok := leader.n.supportedLevel(true); !ok || l != fsm.LevelBaseline {
+		if l, ok := leader.n.supportedLevel(t.Context(), true); !ok || l != fsm.LevelBaseline {
 			return fmt.Errorf("supported level %d (known %v)", l, ok)
 		}
 		return nil

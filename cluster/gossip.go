@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -78,6 +79,9 @@ type gossip struct {
 	// pushed: what each node sent in its last push-pull with us
 	// (pushState), for exchange.
 	pushed map[int32]pushState
+	// transport bounds direct exchanges (pushPull) by a deadline of
+	// their own.
+	transport *boundedTransport
 }
 
 // pushState is what a push-pull carries (LocalState): the sender's
@@ -143,11 +147,24 @@ func startGossip(n *Node) (*gossip, error) {
 		mc.Keyring, mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = kr, true, true
 		g.keyring = kr
 	}
+	var tr memberlist.Transport
 	if n.cfg.gossipTransport != nil {
-		if mc.Transport, err = n.cfg.gossipTransport(host, port, mc.Logger); err != nil {
+		if tr, err = n.cfg.gossipTransport(host, port, mc.Logger); err != nil {
 			return nil, fmt.Errorf("gossip on %s: %w", bind, err)
 		}
+	} else {
+		// memberlist's own, made here to be wrapped.
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("gossip on %s: %w", bind, err)
+		}
+		if port == 0 {
+			mc.BindPort = nt.GetAutoBindPort()
+		}
+		tr = nt
 	}
+	g.transport = newBoundedTransport(tr)
+	mc.Transport = g.transport
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
@@ -331,11 +348,11 @@ func (g *gossip) wake() {
 
 // exchange pushes our state to m with a push-pull and returns what m sent
 // back; ok is false when it could not be reached.
-func (g *gossip) exchange(m member) (pushState, bool) {
+func (g *gossip) exchange(ctx context.Context, m member) (pushState, bool) {
 	g.mu.Lock()
 	delete(g.pushed, m.meta.ID)
 	g.mu.Unlock()
-	if !g.pushPull(m) {
+	if !g.pushPull(ctx, m) {
 		return pushState{}, false
 	}
 	g.mu.Lock()
@@ -347,28 +364,37 @@ func (g *gossip) exchange(m member) (pushState, bool) {
 // leaderVoters pushes our state to the leader m and returns the voters it
 // answered with; ok is false when it could not be reached or did not
 // answer as the leader; older is true when its binary predates the answer.
-func (g *gossip) leaderVoters(m member) (voters []int32, ok, older bool) {
-	ps, ok := g.exchange(m)
+func (g *gossip) leaderVoters(ctx context.Context, m member) (voters []int32, ok, older bool) {
+	ps, ok := g.exchange(ctx, m)
 	return ps.Voters, ok && ps.Voters != nil, ok && ps.Version == 0
 }
 
 // askDirectly refreshes what we know of m from m itself (a push-pull with
 // it) and returns the result; ok is false when it is gone or was refused.
-func (g *gossip) askDirectly(m member) (member, bool) {
-	if !g.pushPull(m) {
+func (g *gossip) askDirectly(ctx context.Context, m member) (member, bool) {
+	if !g.pushPull(ctx, m) {
 		return member{}, false
 	}
 	return g.memberByID(m.meta.ID)
 }
 
 // pushPull exchanges state with m directly, as a join does; false when m
-// could not be reached.
-func (g *gossip) pushPull(m member) bool {
-	if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
-		g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
+// could not be reached within directExchangeTimeout or before ctx ended.
+func (g *gossip) pushPull(ctx context.Context, m member) bool {
+	if ctx.Err() != nil {
 		return false
 	}
-	return true
+	deadline := time.Now().Add(directExchangeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return g.transport.do(ctx, deadline, m.gossipAddr, func() bool {
+		if _, err := g.ml.Join([]string{m.gossipAddr}); err != nil {
+			g.log.Debug("push-pull", "node", m.meta.ID, "err", err)
+			return false
+		}
+		return true
+	})
 }
 
 // member returns what gossip knows of the node with Raft server id id.

@@ -46,7 +46,7 @@ func TestGossipKeyRefusesStrangersAndRotates(t *testing.T) {
 			}
 			return nil
 		})
-		leaderAmong(t, three).n.reconcile()
+		leaderAmong(t, three).n.reconcile(t.Context())
 		votersAre(t, three, three)
 		brokersAre(t, three, three)
 		for _, member := range three {
@@ -72,7 +72,7 @@ func TestGossipKeyRefusesStrangersAndRotates(t *testing.T) {
 	newcomer.start(t)
 	four := append(append([]*testNode(nil), three...), newcomer)
 	leader = leaderAmong(t, three)
-	leader.n.reconcile()
+	leader.n.reconcile(t.Context())
 	votersAre(t, four, four)
 	brokersAre(t, four, four)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -57,6 +58,25 @@ type cutGossip struct {
 	memberlist.Transport
 	isolated     atomic.Bool
 	blockedDials atomic.Int64 // TCP exchanges refused by the cut
+	// holed: a black hole around the node: nothing it sends and nothing
+	// sent to it arrives, and nothing is refused either: a TCP stream to
+	// or from it connects, takes what is written and never answers.
+	holed     atomic.Bool
+	holeDials atomic.Int64 // streams into the hole
+	holeMu    sync.Mutex
+	holeConns []net.Conn // the hole's ends of those streams, closed by unhole
+	// mute: what the node sends is lost (its datagrams, its dials
+	// refused); what others send it, and its answers on their streams,
+	// get through.
+	mute atomic.Bool
+}
+
+func (g *cutGossip) holedTo(to string) bool {
+	if g.holed.Load() {
+		return true
+	}
+	v, ok := testGossip.Load(to)
+	return ok && v.(*cutGossip).holed.Load()
 }
 
 func cuttableGossip(advertise string) func(string, int, *log.Logger) (memberlist.Transport, error) {
@@ -80,18 +100,43 @@ func (g *cutGossip) blocked(to string) bool {
 }
 
 func (g *cutGossip) WriteTo(b []byte, addr string) (time.Time, error) {
-	if g.blocked(addr) {
+	if g.blocked(addr) || g.holedTo(addr) || g.mute.Load() {
 		return time.Now(), nil
 	}
 	return g.Transport.WriteTo(b, addr)
 }
 
 func (g *cutGossip) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	if g.blocked(addr) {
+	if g.blocked(addr) || g.mute.Load() {
 		g.blockedDials.Add(1)
 		return nil, errors.New("test: gossip cut")
 	}
+	if g.holedTo(addr) {
+		g.holeDials.Add(1)
+		ours, far := net.Pipe()
+		g.holeMu.Lock()
+		g.holeConns = append(g.holeConns, far)
+		g.holeMu.Unlock()
+		go func() { // the hole takes every byte until the stream is closed
+			defer far.Close()
+			_, _ = io.Copy(io.Discard, far)
+		}()
+		return ours, nil
+	}
 	return g.Transport.DialTimeout(addr, timeout)
+}
+
+// unhole ends the black hole and closes the streams it held, so that
+// nothing waits out memberlist's 10 s stream timeout on them (the test's
+// nodes stop sooner).
+func (g *cutGossip) unhole() {
+	g.holed.Store(false)
+	g.holeMu.Lock()
+	defer g.holeMu.Unlock()
+	for _, c := range g.holeConns {
+		c.Close()
+	}
+	g.holeConns = nil
 }
 
 func gossipOf(t *testing.T, tn *testNode) *cutGossip {

@@ -41,6 +41,8 @@ func (n *Node) membershipLoop() {
 	seeking := time.NewTicker(time.Second)
 	defer seeking.Stop()
 	lastMeta := n.gossip.localMeta()
+	ctx, cancel := n.untilStop(context.Background())
+	defer cancel()
 	for {
 		select {
 		case <-n.stop:
@@ -66,7 +68,7 @@ func (n *Node) membershipLoop() {
 		if n.leaving.Load() && !n.removed.Load() {
 			// A leave that failed (Leave's ctx ended) goes on: the leader
 			// removes this node as soon as it hears.
-			n.tellLeader()
+			n.tellLeader(ctx)
 		}
 	}
 }
@@ -83,7 +85,7 @@ func (n *Node) reconcileVoters(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		n.reconcile()
+		n.reconcile(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -144,7 +146,7 @@ func (n *Node) tryBootstrap() {
 // address fixed), nodes that left are removed, and failed nodes are
 // removed only after DeadNodeReapAfter. The leader never removes itself,
 // and a restart never removes anyone.
-func (n *Node) reconcile() {
+func (n *Node) reconcile(ctx context.Context) {
 	n.reconcileMu.Lock()
 	defer n.reconcileMu.Unlock()
 	fut := n.raft.GetConfiguration()
@@ -185,7 +187,7 @@ func (n *Node) reconcile() {
 					"node_id", m.meta.ID, "its_level", m.meta.Level, "cluster_level", n.fsm.FeatureLevel())
 				n.refusedOld[m.meta.ID] = true
 			}
-		case alive(m.state) && !inConfig && !n.mayJoin(m):
+		case alive(m.state) && !inConfig && !n.mayJoin(ctx, m):
 			// Not yet: it has Raft state but has not shown it is ours.
 		case alive(m.state) && (!inConfig || addr != raft.ServerAddress(m.meta.RaftAddr)) && !n.linkProven(m):
 			// Its Raft port does not show a certificate of the cluster's CA
@@ -209,7 +211,7 @@ func (n *Node) reconcile() {
 				n.log.Warn("add non-voter", "node_id", m.meta.ID, "err", err)
 			}
 		case alive(m.state):
-			n.promoteWhenCaughtUp(m, id)
+			n.promoteWhenCaughtUp(ctx, m, id)
 		case m.state == memberlist.StateLeft && inConfig:
 			n.removeVoter(id, "left the cluster")
 		case m.state == memberlist.StateDead && inConfig && time.Since(m.since) > reap:
@@ -238,14 +240,14 @@ type catchUp struct {
 // log up to where it was when the leader first saw it, trails the commit
 // index by at most promoteMaxLag, and has done so for promoteAfter. Its
 // log end comes from the node itself (a push-pull).
-func (n *Node) promoteWhenCaughtUp(m member, id raft.ServerID) {
+func (n *Node) promoteWhenCaughtUp(ctx context.Context, m member, id raft.ServerID) {
 	p := n.promoting[m.meta.ID]
 	if p == nil {
 		p = &catchUp{floor: n.raft.CommitIndex()}
 		n.promoting[m.meta.ID] = p
 	}
 	commit := n.raft.CommitIndex()
-	ps, ok := n.gossip.exchange(m)
+	ps, ok := n.gossip.exchange(ctx, m)
 	switch {
 	case ok && ps.Version == 0:
 		// A release from before pushState reports no progress (an older
@@ -281,11 +283,11 @@ func (n *Node) promoteWhenCaughtUp(m member, id raft.ServerID) {
 // bootstrapped a cluster of its own, and if it has not applied its log yet
 // it shows no cluster id. Adding such a node would let this leader
 // overwrite another cluster's log.
-func (n *Node) mayJoin(m member) bool {
+func (n *Node) mayJoin(ctx context.Context, m member) bool {
 	if ours := n.clusterID(); m.meta.HasState {
 		return ours != "" && m.meta.ClusterID == ours
 	}
-	fresh, ok := n.gossip.askDirectly(m)
+	fresh, ok := n.gossip.askDirectly(ctx, m)
 	return ok && !fresh.meta.HasState
 }
 
@@ -376,7 +378,7 @@ func (n *Node) awaitRemoval(ctx context.Context) error {
 		if n.raft.State() == raft.Leader {
 			n.transferLeadership()
 		}
-		why := n.tellLeader()
+		why := n.tellLeader(ctx)
 		if why == "" {
 			return nil
 		}
@@ -393,7 +395,7 @@ func (n *Node) awaitRemoval(ctx context.Context) error {
 // tellLeader pushes this leaving node's state (its metadata says it is
 // leaving) to the leader directly and returns "" once this node is no
 // longer a voter, or why it still is.
-func (n *Node) tellLeader() (why string) {
+func (n *Node) tellLeader(ctx context.Context) (why string) {
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	voters, ok := n.configuredVoters()
 	switch {
@@ -413,7 +415,7 @@ func (n *Node) tellLeader() (why string) {
 	if !ok {
 		return "no leader is known to gossip"
 	}
-	lv, ok, older := n.gossip.leaderVoters(leader)
+	lv, ok, older := n.gossip.leaderVoters(ctx, leader)
 	if older {
 		// A leader from before this answer (a rolling upgrade) removes a
 		// node once gossip says it left: leave as those releases did.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -21,10 +22,13 @@ const reviveEvery = time.Second
 // to), and a healed leader is not named to clients. A push-pull lets each
 // side learn that the other holds it dead and refute it; the next one
 // carries the refutation back. A node that is really down refuses the
-// connection at once; one behind a black hole holds this loop for up to
-// memberlist's TCP timeout, which delays only the next round.
+// connection at once; one behind a black hole holds this loop for
+// directExchangeTimeout (not memberlist's 10 s stream timeout), after
+// which the next server is asked.
 func (n *Node) reviveFailedServers() {
 	defer n.wg.Done()
+	ctx, cancel := n.untilStop(context.Background())
+	defer cancel()
 	tick := time.NewTicker(reviveEvery)
 	defer tick.Stop()
 	for {
@@ -48,9 +52,22 @@ func (n *Node) reviveFailedServers() {
 				return
 			default:
 			}
-			if _, ok := n.gossip.askDirectly(m); ok {
+			if _, ok := n.gossip.askDirectly(ctx, m); ok {
 				n.log.Debug("asked a node gossip holds failed for its state", "node", m.meta.ID)
 			}
 		}
 	}
+}
+
+// untilStop is parent, also ended when the node stops.
+func (n *Node) untilStop(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() { // ends with ctx: the caller's cancel, or the stop
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -36,9 +37,10 @@ const (
 	churn           = "churn"              // POST /v1/leave, stop; hold; a fresh node (new id, empty data) joins
 	crashSnapshot   = "crash-snapshot"     // SIGKILL inside a snapshot, hold, restart
 	crashCompaction = "crash-compaction"   // SIGKILL inside the Raft log's compaction, hold, restart
+	fullDisk        = "full-disk"          // the node's file system filled to the last byte: it stops by itself; hold; freed, restart
 )
 
-var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge, churn, crashSnapshot, crashCompaction, flap, blackHole}
+var allKinds = []string{kill9, pause, isolateLeader, isolateFollower, bridge, churn, crashSnapshot, crashCompaction, flap, blackHole, fullDisk}
 
 // holds is how long each kind of fault lasts, from..to.
 type holds map[string][2]time.Duration
@@ -50,6 +52,7 @@ var shortHolds = holds{
 	churn:  {500 * time.Millisecond, 2 * time.Second}, crashSnapshot: {time.Second, 2 * time.Second},
 	crashCompaction: {time.Second, 2 * time.Second},
 	flap:            {2 * time.Second, 4 * time.Second}, blackHole: {2 * time.Second, 4 * time.Second},
+	fullDisk: {time.Second, 3 * time.Second},
 }
 
 var longHolds = holds{
@@ -59,6 +62,7 @@ var longHolds = holds{
 	churn:  {time.Second, 10 * time.Second}, crashSnapshot: {time.Second, 10 * time.Second},
 	crashCompaction: {time.Second, 10 * time.Second},
 	flap:            {2 * time.Second, 15 * time.Second}, blackHole: {2 * time.Second, 15 * time.Second},
+	fullDisk: {time.Second, 10 * time.Second},
 }
 
 // recoveryLimit bounds how long the cluster and the workload may take to
@@ -125,7 +129,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("-clients: %v", err)
 	}
 	t.Logf("group members' clients: %v", clients)
-	c := startCluster(t, *nodesFlag)
+	c := startCluster(t, *nodesFlag, slices.Contains(kinds, fullDisk))
 	w := newWorkload(t, c.kafkaAddrs(), c.dir, clients)
 	w.start()
 	var tw *txnWorkload
@@ -181,7 +185,7 @@ faults:
 		holdFrom := start
 		var flapRng *rand.Rand
 		switch kind {
-		case kill9, pause, churn, crashSnapshot, crashCompaction, flap, blackHole:
+		case kill9, pause, churn, crashSnapshot, crashCompaction, flap, blackHole, fullDisk:
 			f.target = pickFollower()
 			if f.wasLeader {
 				f.target = leader
@@ -215,6 +219,13 @@ faults:
 			}
 			t.Logf("fault %d: node %d killed %v after the first snapshot request, at %q; %s", i, f.target,
 				time.Since(start).Round(time.Millisecond), win.name, left)
+		case fullDisk:
+			if err := c.fillDisk(c.node(f.target), i); err != nil {
+				t.Errorf("fault %d (full disk of node %d, leader %d): %v", i, f.target, leader, err)
+				break faults
+			}
+			// The hold is the time the node stays down for want of space.
+			holdFrom = time.Now()
 		case isolateLeader:
 			f.target = leader
 			c.nw.Isolate(leader, c.ids())
@@ -327,6 +338,13 @@ faults:
 		switch kind {
 		case kill9, crashSnapshot, crashCompaction:
 			c.node(f.target).start()
+		case fullDisk:
+			nd := c.node(f.target)
+			if err := nd.disk.free(); err != nil {
+				t.Errorf("fault %d: freeing node %d's disk: %v", i, f.target, err)
+				break faults
+			}
+			nd.start()
 		case churn:
 			ids := c.ids()
 			via := ids[rng.Intn(len(ids))]
@@ -387,8 +405,12 @@ faults:
 				break
 			}
 		}
-		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %v)", i,
-			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), f.failover.Round(time.Millisecond))
+		failover := "none within the hold" // f.failover -1, which would print as 0s
+		if f.failover >= 0 {
+			failover = f.failover.Round(time.Millisecond).String()
+		}
+		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %s)", i,
+			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), failover)
 		done = append(done, f)
 	}
 	w.faultNow.Store(-1)
@@ -418,6 +440,15 @@ faults:
 			t.Errorf("transactional anomaly %s", a)
 		}
 	}
+	// Every replica whole: a node a fault left with a short or corrupt
+	// partition (a full disk's cut-off write, a crash's) differs from the
+	// others, which the final read, through the nodes Metadata names, may
+	// not see.
+	if sizes, err := c.sameReplicas(recoveryLimit); err != nil {
+		t.Errorf("replicas: %v", err)
+	} else {
+		t.Logf("every node holds the same bytes of every partition: %s", sizes)
+	}
 
 	anomalies := w.h.Check(finalErr == nil, drained == nil)
 	failed := 0
@@ -437,9 +468,11 @@ faults:
 	}
 	// No member may lose its partitions to a fault a majority survived
 	// whole: a network fault (every node kept running; the group's state
-	// is Raft state) or a churn (a graceful leave hands leadership over
-	// first). A kill, pause or crash is counted in the table, with which
-	// member and why logged. The one loss franz-go brings on itself is
+	// is Raft state), a churn (a graceful leave hands leadership over
+	// first) or a full disk (the node stops by itself and the others stay
+	// whole; issue 15 asks that no member be lost to it). A kill, pause or
+	// crash is counted in the table, with which member and why logged.
+	// The one loss franz-go brings on itself is
 	// told apart whatever the fault: its client dialled a node that had
 	// left in a churn (its broker list is as old as its last metadata
 	// refresh, up to 5 minutes, and it asks one broker, at random, for a
@@ -451,7 +484,7 @@ faults:
 			switch gone := c.departedIn(why); {
 			case gone != 0:
 				t.Logf("%s after its client dialled node %d, which had left: %s", what, gone, why)
-			case f.kind == isolateLeader || f.kind == isolateFollower || f.kind == bridge || f.kind == flap || f.kind == blackHole || f.kind == churn:
+			case f.kind == isolateLeader || f.kind == isolateFollower || f.kind == bridge || f.kind == flap || f.kind == blackHole || f.kind == churn || f.kind == fullDisk:
 				t.Errorf("%s: %s", what, why)
 			default:
 				t.Logf("%s: %s", what, why)

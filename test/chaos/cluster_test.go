@@ -48,6 +48,9 @@ type cluster struct {
 	dir   string  // data and logs, kept when the test fails
 	http  *http.Client
 	used  map[string]bool // addresses handed out
+	// smallDisks: each node's data directory is a tmpfs of its own, for
+	// the full-disk kind (disk_test.go).
+	smallDisks bool
 }
 
 type node struct {
@@ -57,6 +60,7 @@ type node struct {
 	raftProxy, gossipProxy     *Proxy
 	dataDir, logPath           string
 	args                       []string
+	disk                       *smallDisk // with cluster.smallDisks
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -64,17 +68,23 @@ type node struct {
 	paused  bool
 	killing bool   // the nemesis is killing it
 	died    string // how and when it exited when nobody killed it
+	exitErr error  // of the last exit (nil: status 0)
 }
 
-// startCluster starts n nodes and waits until they form a cluster.
-func startCluster(t *testing.T, n int) *cluster {
+// startCluster starts n nodes and waits until they form a cluster; with
+// smallDisks each node's data directory is a file system of its own.
+func startCluster(t *testing.T, n int, smallDisks bool) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: kgateBinary(t), nw: NewNetwork(), http: &http.Client{Timeout: 2 * time.Second}, used: map[string]bool{}}
+	c := &cluster{t: t, bin: kgateBinary(t), nw: NewNetwork(), http: &http.Client{Timeout: 2 * time.Second}, used: map[string]bool{},
+		smallDisks: smallDisks}
 	dir, err := os.MkdirTemp("", "kgate-chaos-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.dir = dir
+	// Registered first, so it runs last: the nodes are gone (c.cleanup)
+	// before their file systems are unmounted.
+	t.Cleanup(c.unmountDisks)
 	for i := 1; i <= n; i++ {
 		c.nodes = append(c.nodes, c.newNode(i))
 	}
@@ -114,7 +124,39 @@ func (c *cluster) newNode(id int) *node {
 		"--raft-addr", nd.raft, "--advertise-raft-addr", nd.raftProxy.Addr,
 		"--gossip-addr", nd.gossip, "--advertise-gossip-addr", nd.gossipProxy.Addr}
 	nd.args = append(nd.args, nodeFlags...)
+	if c.smallDisks {
+		if nd.disk, err = mountSmallDisk(nd.dataDir); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return nd
+}
+
+// unmountDisks unmounts the nodes' file systems, their data copied
+// beside them first when the run failed (as cleanup keeps the logs).
+func (c *cluster) unmountDisks() {
+	if !c.smallDisks {
+		return
+	}
+	keep := c.t.Failed() || os.Getenv("KGATE_CHAOS_LOGS") != ""
+	for _, nd := range c.all() {
+		if nd.disk == nil {
+			continue
+		}
+		to := ""
+		if keep {
+			to = nd.dataDir + ".kept"
+		}
+		if err := nd.disk.unmount(to); err != nil {
+			c.t.Errorf("node %d's file system: %v", nd.id, err)
+		} else if keep {
+			c.t.Logf("node %d's data (a tmpfs, unmounted) copied to %s", nd.id, to)
+		}
+	}
+	if keep {
+		return
+	}
+	os.RemoveAll(c.dir)
 }
 
 func (c *cluster) cleanup() {
@@ -141,7 +183,9 @@ func (c *cluster) cleanup() {
 		c.t.Logf("the nodes' data and logs are kept in %s", c.dir)
 		return
 	}
-	os.RemoveAll(c.dir)
+	if !c.smallDisks { // else unmountDisks removes it, once they are unmounted
+		os.RemoveAll(c.dir)
+	}
 }
 
 func (c *cluster) ids() []int {
@@ -174,7 +218,11 @@ func (c *cluster) node(id int) *node {
 // all is every node started, members and those that left.
 func (c *cluster) all() []*node { return append(append([]*node(nil), c.nodes...), c.gone...) }
 
-func (nd *node) start() {
+func (nd *node) start() { nd.startExpecting(false) }
+
+// startExpecting starts the node; with exit set its exit is expected (a
+// node started on a full disk stops by itself) and not reported by died.
+func (nd *node) startExpecting(exit bool) {
 	t := nd.c.t
 	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -190,12 +238,13 @@ func (nd *node) start() {
 	}
 	exited := make(chan struct{})
 	nd.mu.Lock()
-	nd.cmd, nd.exited, nd.paused, nd.killing = cmd, exited, false, false
+	nd.cmd, nd.exited, nd.paused, nd.killing = cmd, exited, false, exit
 	nd.mu.Unlock()
 	nd.c.nw.SetProcess(nd.id, cmd.Process.Pid)
 	go func() {
 		err := cmd.Wait()
 		nd.mu.Lock()
+		nd.exitErr = err
 		if !nd.killing {
 			nd.died = fmt.Sprintf("node %d (pid %d) exited on its own at %s: %v", nd.id, cmd.Process.Pid, time.Now().Format("15:04:05.000"), err)
 		}

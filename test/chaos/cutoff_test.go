@@ -21,7 +21,7 @@ const cutOffMoveOn = 7 * time.Second
 // leader, by a black hole (nothing passes, nothing closes); and nothing
 // acknowledged is lost, nothing read out of order, no member lost.
 func TestCutOffLeaderClients(t *testing.T) {
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, false)
 	leader, err := c.waitFormed(recoveryLimit)
 	if err != nil {
 		t.Fatal(err)
