@@ -34,8 +34,9 @@ type programEvent struct {
 		P int32  `json:"p"`
 		V string `json:"v"`
 	} `json:"records"`
-	Where string `json:"where"`
-	Name  string `json:"name"`
+	Where   string `json:"where"`
+	Name    string `json:"name"`
+	Message string `json:"message"`
 }
 
 // startProgram starts consumer i as a program.
@@ -103,6 +104,14 @@ func (f *failover) onProgramEvent(i int, p *consumerProgram, e programEvent) {
 	case "error":
 		f.mu.Lock()
 		f.fetchErr[e.Where+": "+e.Name]++
+		f.mu.Unlock()
+	case "session-timeout":
+		// librdkafka ended the session on its own clock, not on an
+		// answer: client behaviour, reported apart as franz-go's are.
+		f.mu.Lock()
+		if f.counting {
+			f.sessionErrs["librdkafka: session timed out on the client's clock"]++
+		}
 		f.mu.Unlock()
 	}
 }

@@ -20,6 +20,11 @@ earliest offset when the group has no commit), commits automatically every
    "name": "...", "retriable": bool, "fatal": bool, "message": "..."}
   {"event": "committed", "offsets": [{"p": partition, "o": offset}, ...]}
                               the coordinator acknowledged a commit of these
+  {"event": "session-timeout", "message": "..."}
+                              librdkafka ended the member's group session on
+                              its own clock (log SESSTMOUT: no successful
+                              heartbeat answer for session.timeout.ms), not
+                              on an answer from the coordinator
   {"event": "closing"}        stdin reached EOF; the consumer closes now
   {"ok": true} or {"ok": false, "error": "..."}   last line
 
@@ -29,14 +34,15 @@ offsets stored) before its event, so a record belongs to the assignment the
 last event before it announced. Record values are printed as text (the Go
 harness produces ASCII values).
 The harness in test/e2e (cluster_load_test.go) reads these lines.
-KGATE_E2E_RDKAFKA_DEBUG, if set, is librdkafka's "debug" property (logged to
-stderr).
+KGATE_E2E_RDKAFKA_DEBUG, if set, is librdkafka's "debug" property. librdkafka's
+log goes to stderr, as without a logger, in librdkafka's own line format.
 """
 import json
 import os
 import struct
 import sys
 import threading
+import time
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -83,6 +89,22 @@ def partitions(tps):
     return sorted(tp.partition for tp in tps)
 
 
+class ClientLog:
+    """librdkafka's log (the "logger" property): each line to stderr, and a
+    session the client ended on its own clock as an event, so that the
+    harness tells it from one the coordinator ended."""
+
+    def log(self, level, fmt, *args):
+        if len(args) == 3:  # confluent-kafka calls log(level, "%s [%s] %s", fac, name, msg)
+            fac, name, msg = args
+        else:
+            fac, name, msg = "", "", fmt % args if args else fmt
+        sys.stderr.write("%%%d|%.3f|%s|%s| %s\n" % (level, time.time(), fac, name, msg))
+        sys.stderr.flush()
+        if fac == "SESSTMOUT":
+            emit({"event": "session-timeout", "message": msg})
+
+
 def group_consume(bootstrap, topic, group, client_id, opts):
     stop = threading.Event()
 
@@ -127,6 +149,7 @@ def group_consume(bootstrap, topic, group, client_id, opts):
         "fetch.wait.max.ms": 500,
         "error_cb": on_error,
         "on_commit": on_commit,
+        "logger": ClientLog(),
     }
     if "session" in opts:
         conf["session.timeout.ms"] = int(opts["session"])
