@@ -99,7 +99,8 @@ class ClientLog:
             fac, name, msg = args
         else:
             fac, name, msg = "", "", fmt % args if args else fmt
-        sys.stderr.write("%%%d|%.3f|%s|%s| %s\n" % (level, time.time(), fac, name, msg))
+        syslog = {50: 2, 40: 3, 30: 4, 20: 6, 10: 7}.get(level, level)  # back from Python's levels
+        sys.stderr.write("%%%d|%.3f|%s|%s| %s\n" % (syslog, time.time(), fac, name, msg))
         sys.stderr.flush()
         if fac == "SESSTMOUT":
             emit({"event": "session-timeout", "message": msg})
