@@ -2,9 +2,11 @@ package iggybackend
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/kgate/kgate/gateway/iggy/iggytest"
 	"github.com/kgate/kgate/gateway/records"
@@ -50,13 +52,16 @@ func BenchmarkReadOthersBatches(b *testing.B) {
 		n += size
 	}
 	readAll := func(b *testing.B, h *harness) {
+		// Not h.ctx, which ends 30 s after the harness started.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		cpu0, err := srv.CPUTime()
 		if err != nil {
 			b.Fatal(err)
 		}
 		read := 0
 		for off := int64(0); off < int64(total); {
-			res, err := h.b.Read(h.ctx, "others", 0, off, 1<<20)
+			res, err := h.b.Read(ctx, "others", 0, off, 1<<20)
 			if err != nil {
 				b.Fatalf("read at %d: %v", off, err)
 			}
