@@ -47,7 +47,7 @@ func (f *fakeNodes) set(ids ...int32) {
 }
 
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	srv *iggytest.Server
 	b   *Backend
 	ctx context.Context
@@ -71,7 +71,7 @@ func newHarnessOn(t *testing.T, srv *iggytest.Server, mutate ...func(*Config)) *
 }
 
 // newHarnessAt runs a backend against any Iggy server (h.srv stays nil).
-func newHarnessAt(t *testing.T, addr, user, pass string, mutate ...func(*Config)) *harness {
+func newHarnessAt(t testing.TB, addr, user, pass string, mutate ...func(*Config)) *harness {
 	t.Helper()
 	var pid int64
 	var pidMu sync.Mutex
@@ -113,7 +113,7 @@ func (h *harness) create(name string, parts int32, configs map[string]string) {
 	}
 }
 
-func batch(t *testing.T, bld records.Builder, recs ...records.Record) gateway.ProduceBatch {
+func batch(t testing.TB, bld records.Builder, recs ...records.Record) gateway.ProduceBatch {
 	t.Helper()
 	data, err := bld.Build(recs)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/gateway/iggy/iggytest"
 	"github.com/kgate/kgate/gateway/records"
 )
 
@@ -56,6 +57,41 @@ func TestAlignCount(t *testing.T) {
 	last := int64(1000 + (5*maxStarts-1)*3)
 	if got := p.alignCount(last-30, 31); got != 30 {
 		t.Errorf("alignCount near the newest batches = %d, want 30", got)
+	}
+}
+
+// TestLearnStarts: the starts a poll's reply shows (where the append
+// time changes, and a partition's offset 0) join the starts of the node's
+// own sends, and polls then end on them.
+func TestLearnStarts(t *testing.T) {
+	p := &partition{}
+	p.noteBatch(5000, 100) // a send of this node, later in the partition
+	msg := func(off, ts uint64) iggy.PolledMessage { return iggy.PolledMessage{Offset: off, Timestamp: ts} }
+	var reply []iggy.PolledMessage
+	for off := range uint64(300) {
+		reply = append(reply, msg(off, 10+off/100)) // batches at 0, 100 and 200
+	}
+	p.learnStarts(reply)
+	if want := []int64{0, 100, 200, 5000, 5100}; !slices.Equal(p.starts, want) {
+		t.Fatalf("starts %v, want %v", p.starts, want)
+	}
+	if got := p.alignCount(0, 250); got != 200 {
+		t.Errorf("alignCount(0, 250) = %d, want 200", got)
+	}
+	// A reply from inside a batch: its first message is not a start.
+	p.learnStarts([]iggy.PolledMessage{msg(350, 20), msg(351, 20), msg(352, 21)})
+	if want := []int64{0, 100, 200, 352, 5000, 5100}; !slices.Equal(p.starts, want) {
+		t.Fatalf("starts %v, want %v", p.starts, want)
+	}
+	p.learnStarts(reply) // known already
+	if len(p.starts) != 6 {
+		t.Fatalf("starts %v after learning the same again", p.starts)
+	}
+	for i := range uint64(2 * maxStarts) {
+		p.learnStarts([]iggy.PolledMessage{msg(10_000+2*i, i), msg(10_001+2*i, i+1)})
+	}
+	if len(p.starts) > maxStarts || !slices.IsSorted(p.starts) || p.starts[len(p.starts)-1] != int64(10_001+2*(2*maxStarts-1)) {
+		t.Fatalf("%d starts kept (at most %d, the newest), sorted %v", len(p.starts), maxStarts, slices.IsSorted(p.starts))
 	}
 }
 
@@ -251,5 +287,54 @@ func TestManyPartitionsPollByTheirLimit(t *testing.T) {
 	}
 	if large == 0 || large > keepRoom {
 		t.Fatalf("%d of %d partitions polled more than their limit: want between 1 and %d", large, parts, keepRoom)
+	}
+}
+
+// TestPollsOfOthersBatchesEndOnThem: a node that sent none of a
+// partition's batches (it took the partition over, or Iggy clients wrote
+// them) learns where they start from what its polls return, so when it
+// reads them again (another consumer group, a consumer that seeked back)
+// every poll starts and ends where a stored batch does, as for batches it
+// sent itself; and each reader reads every record once and in order.
+func TestPollsOfOthersBatchesEndOnThem(t *testing.T) {
+	w := newHarness(t, iggy.Current)
+	w.create("others", 1, nil)
+	starts := produceSized(t, w, "others", []int{700, 1300, 900, 2500, 400, 1800, 300, 1100, 1500, 600})
+	end := starts[len(starts)-1]
+	r := newHarnessOn(t, w.srv, func(c *Config) { c.Nodes = &fakeNodes{self: 2, ids: []int32{2}} })
+	readThrough := func() []iggytest.PollRequest {
+		before := len(w.srv.Polls())
+		var got []records.Record
+		for off := int64(0); off < end; {
+			recs := readFrom(t, r, "others", off, 300_000) // about 290 records an answer
+			if len(recs) == 0 {
+				t.Fatalf("empty answer at %d of %d", off, end)
+			}
+			checkRecords(t, recs, off)
+			got = append(got, recs...)
+			off += int64(len(recs))
+		}
+		if int64(len(got)) != end {
+			t.Fatalf("read %d records, want %d", len(got), end)
+		}
+		return w.srv.Polls()[before:]
+	}
+	cut := 0
+	for _, p := range readThrough() {
+		if from, to := int64(p.Value), int64(p.Value)+int64(p.Count); !slices.Contains(starts, from) || to < end && !slices.Contains(starts, to) {
+			cut++
+		}
+	}
+	if cut == 0 {
+		t.Fatal("the first reading's polls all fell on the stored batches: the test shows nothing")
+	}
+	for _, p := range readThrough() {
+		if p.Kind != uint8(iggy.PollOffset) {
+			continue
+		}
+		from, to := int64(p.Value), int64(p.Value)+int64(p.Count)
+		if !slices.Contains(starts, from) || to < end && !slices.Contains(starts, to) {
+			t.Errorf("read again: poll of %d messages from %d does not start and end on the stored batches %v", p.Count, from, starts)
+		}
 	}
 }

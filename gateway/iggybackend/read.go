@@ -32,8 +32,12 @@ func (b *Backend) poll(ctx context.Context, t *topic, p *partition, kind iggy.Po
 	b.mu.RUnlock()
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
-	return b.client.PollMessages(ctx, iggy.Poll{Consumer: reader, Stream: stream, Topic: topicID,
+	r, err := b.client.PollMessages(ctx, iggy.Poll{Consumer: reader, Stream: stream, Topic: topicID,
 		Partition: iggy.Partition(p.iggyID), Kind: kind, Value: value, Count: uint32(max(count, 1))})
+	if err == nil && kind == iggy.PollOffset && b.client.Dialect() == iggy.Current {
+		p.learnStarts(r.Messages)
+	}
+	return r, err
 }
 
 // pollHeld polls count messages from offset. After a kill -9, iggy-server

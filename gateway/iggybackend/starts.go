@@ -1,6 +1,10 @@
 package iggybackend
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/kgate/kgate/gateway/iggy"
+)
 
 // maxStarts bounds the batch starts a partition remembers (8 bytes each):
 // enough for a consumer reading close behind the producers.
@@ -56,4 +60,46 @@ func (p *partition) alignCount(offset int64, count int) int {
 		return min(int(s[i]-offset), maxPollCount)
 	}
 	return count
+}
+
+// learnStarts notes the batch starts a poll's reply shows: iggy-server 0.9
+// (and the test double) stamps every message of a stored batch with the
+// batch's one append time, so where the time changes between two messages
+// in a row a stored batch starts. That makes the starts of batches other
+// nodes or Iggy clients sent known once read, as this node's own sends are
+// (noteBatch). Two batches stored within the same microsecond read as one,
+// which only makes a poll end at the later start.
+func (p *partition) learnStarts(msgs []iggy.PolledMessage) {
+	var found []int64
+	if len(msgs) > 0 && msgs[0].Offset == 0 {
+		found = append(found, 0) // a partition's first batch
+	}
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].Timestamp != msgs[i-1].Timestamp && msgs[i].Offset == msgs[i-1].Offset+1 {
+			found = append(found, int64(msgs[i].Offset))
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range found {
+		if i, ok := slices.BinarySearch(p.starts, s); !ok {
+			p.starts = slices.Insert(p.starts, i, s)
+		}
+	}
+	if len(p.starts) > maxStarts {
+		// The newest are kept, as noteBatch keeps them: the ones a
+		// consumer close behind the producers needs.
+		p.starts = append(p.starts[:0], p.starts[len(p.starts)-maxStarts/2:]...)
+	}
+}
+
+// knownStart reports whether a stored batch is known to start at off.
+func (p *partition) knownStart(off int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := slices.BinarySearch(p.starts, off)
+	return ok
 }
