@@ -122,6 +122,25 @@ func produceSized(t *testing.T, h *harness, topic string, sizes []int) []int64 {
 
 // readFrom reads one answer of at most maxBytes from off and returns its
 // records.
+// readAll reads a partition from offset 0 to end in answers of maxBytes,
+// checking every record and that nothing is missing.
+func readAll(t *testing.T, h *harness, topic string, end int64, maxBytes int) {
+	t.Helper()
+	var got []records.Record
+	for off := int64(0); off < end; {
+		recs := readFrom(t, h, topic, off, maxBytes)
+		if len(recs) == 0 {
+			t.Fatalf("empty answer at %d of %d", off, end)
+		}
+		checkRecords(t, recs, off)
+		got = append(got, recs...)
+		off += int64(len(recs))
+	}
+	if int64(len(got)) != end {
+		t.Fatalf("read %d records, want %d", len(got), end)
+	}
+}
+
 func readFrom(t *testing.T, h *harness, topic string, off int64, maxBytes int) []records.Record {
 	t.Helper()
 	res, err := h.b.Read(h.ctx, topic, 0, off, maxBytes)
@@ -162,19 +181,7 @@ func TestPollsEndOnStoredBatches(t *testing.T) {
 	starts := produceSized(t, h, "aligned", []int{700, 1300, 900, 2500, 400, 1800, 300, 1100})
 	end := starts[len(starts)-1]
 	before := len(h.srv.Polls())
-	var got []records.Record
-	for off := int64(0); off < end; {
-		recs := readFrom(t, h, "aligned", off, 100_000) // about 95 records an answer
-		if len(recs) == 0 {
-			t.Fatalf("empty answer at %d of %d", off, end)
-		}
-		checkRecords(t, recs, off)
-		got = append(got, recs...)
-		off += int64(len(recs))
-	}
-	if int64(len(got)) != end {
-		t.Fatalf("read %d records, want %d", len(got), end)
-	}
+	readAll(t, h, "aligned", end, 100_000) // about 95 records an answer
 	polls := h.srv.Polls()[before:]
 	// Read-aheads still running when the last answer was made finish
 	// meanwhile; any of them is checked the same way.
@@ -304,19 +311,7 @@ func TestPollsOfOthersBatchesEndOnThem(t *testing.T) {
 	r := newHarnessOn(t, w.srv, func(c *Config) { c.Nodes = &fakeNodes{self: 2, ids: []int32{2}} })
 	readThrough := func() []iggytest.PollRequest {
 		before := len(w.srv.Polls())
-		var got []records.Record
-		for off := int64(0); off < end; {
-			recs := readFrom(t, r, "others", off, 300_000) // about 290 records an answer
-			if len(recs) == 0 {
-				t.Fatalf("empty answer at %d of %d", off, end)
-			}
-			checkRecords(t, recs, off)
-			got = append(got, recs...)
-			off += int64(len(recs))
-		}
-		if int64(len(got)) != end {
-			t.Fatalf("read %d records, want %d", len(got), end)
-		}
+		readAll(t, r, "others", end, 300_000) // about 290 records an answer
 		return w.srv.Polls()[before:]
 	}
 	cut := 0
