@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat CPU times: 100 on
-// every Linux architecture Go supports.
-const clockTicks = 100
+	"github.com/kgate/kgate/internal/procstat"
+)
 
 // procCPU is a process's CPU time at an instant.
 type procCPU struct {
@@ -23,37 +19,11 @@ type procCPU struct {
 // readProcCPU reads utime+stime of pid ("self" for this process) from
 // /proc/<pid>/stat.
 func readProcCPU(pid string) (procCPU, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	cpu, err := procstat.CPU(pid)
 	if err != nil {
 		return procCPU{}, err
 	}
-	at := time.Now()
-	ticks, err := parseStatTicks(b)
-	if err != nil {
-		return procCPU{}, fmt.Errorf("/proc/%s/stat: %w", pid, err)
-	}
-	return procCPU{cpu: time.Duration(ticks) * time.Second / clockTicks, at: at}, nil
-}
-
-// parseStatTicks returns utime+stime (fields 14 and 15) of a stat line. The
-// command name (field 2) may hold spaces and parentheses, so fields are
-// counted from the last ')'.
-func parseStatTicks(b []byte) (uint64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("no command name")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state), so field n is f[n-3].
-	if len(f) < 13 {
-		return 0, errors.New("too few fields")
-	}
-	utime, err1 := strconv.ParseUint(f[11], 10, 64)
-	stime, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return utime + stime, nil
+	return procCPU{cpu: cpu, at: time.Now()}, nil
 }
 
 // cpuPercent is the CPU used between two readings as a percentage of one

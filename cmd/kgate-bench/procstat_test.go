@@ -5,17 +5,6 @@ import (
 	"time"
 )
 
-func TestParseStatTicks(t *testing.T) {
-	line := "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 8 0 100 0 0\n"
-	got, err := parseStatTicks([]byte(line))
-	if err != nil || got != 325 {
-		t.Errorf("got %d, %v; want 325", got, err)
-	}
-	if _, err := parseStatTicks([]byte("1234 (x) S 1 2")); err == nil {
-		t.Error("short line: no error")
-	}
-}
-
 func TestReadProcCPUSelf(t *testing.T) {
 	a, err := readProcCPU("self")
 	if err != nil {

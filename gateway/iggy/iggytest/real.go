@@ -2,7 +2,6 @@ package iggytest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kgate/kgate/gateway/iggy"
+	"github.com/kgate/kgate/internal/procstat"
 )
 
 // EnvServerBin names a real iggy-server binary. When it is set, the Iggy
@@ -219,23 +219,7 @@ func StartRealDurable(bin, dir string) (*RealServer, error) {
 }
 
 // CPUTime is the CPU time (user and system) the server process has used
-// so far, from /proc (Linux, at the usual 100 clock ticks a second): what
-// benchmarks compare per gigabyte served.
+// so far: what benchmarks compare per gigabyte served.
 func (r *RealServer) CPUTime() (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	// The fields after the command name, which is in parentheses and may
-	// hold spaces: utime and stime are the 12th and 13th of them.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc stat of the server: %q", stat)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(utime+stime) * (time.Second / 100), nil
+	return procstat.CPU(strconv.Itoa(r.cmd.Process.Pid))
 }
