@@ -24,6 +24,12 @@ func (p *partition) noteBatch(base, n int64) {
 		p.starts = append(p.starts, base)
 	}
 	p.starts = append(p.starts, base+n) // where the next batch starts
+	p.trimStartsLocked()
+}
+
+// trimStartsLocked keeps the newest starts once there are more than
+// maxStarts: the ones a consumer close behind the producers needs.
+func (p *partition) trimStartsLocked() {
 	if len(p.starts) > maxStarts {
 		p.starts = append(p.starts[:0], p.starts[len(p.starts)-maxStarts/2:]...)
 	}
@@ -89,17 +95,5 @@ func (p *partition) learnStarts(msgs []iggy.PolledMessage) {
 			p.starts = slices.Insert(p.starts, i, s)
 		}
 	}
-	if len(p.starts) > maxStarts {
-		// The newest are kept, as noteBatch keeps them: the ones a
-		// consumer close behind the producers needs.
-		p.starts = append(p.starts[:0], p.starts[len(p.starts)-maxStarts/2:]...)
-	}
-}
-
-// knownStart reports whether a stored batch is known to start at off.
-func (p *partition) knownStart(off int64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := slices.BinarySearch(p.starts, off)
-	return ok
+	p.trimStartsLocked()
 }
