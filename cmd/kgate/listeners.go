@@ -353,6 +353,16 @@ func checkClockSkew(d time.Duration) string {
 	return ""
 }
 
+// keys is the listener names m has settings for, as the name set unknown
+// checks.
+func keys[V any](m map[string]V) map[string]string {
+	out := make(map[string]string, len(m))
+	for name := range m {
+		out[name] = ""
+	}
+	return out
+}
+
 // applyOverrides checks the per-listener flags against the listeners and
 // settles each listener's certificate files and mechanisms: its own where
 // given, else the shared flags', as Kafka falls back from
@@ -369,20 +379,6 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 			}
 		}
 		return nil
-	}
-	keys := func(m any) map[string]string {
-		out := map[string]string{}
-		switch m := m.(type) {
-		case map[string][]string:
-			for name := range m {
-				out[name] = ""
-			}
-		case map[string]time.Duration:
-			for name := range m {
-				out[name] = ""
-			}
-		}
-		return out
 	}
 	mechNames := keys(ov.mechanisms)
 	for _, f := range []struct {
