@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/kgate/kgate/fsm"
 )
 
@@ -490,6 +491,49 @@ func TestNodeOfAnotherClusterRefused(t *testing.T) {
 	})
 	if other.f.Topic("ours") != nil {
 		t.Fatal("foreign node received this cluster's data")
+	}
+}
+
+// A node of another cluster that gossip passed on before it had a cluster
+// id (a third party's view, taken while that node was bootstrapping) is
+// asked directly and forgotten: it is never listed as a broker, though its
+// own later updates are refused as foreign and never replace what was heard.
+func TestForeignNodeHeardBeforeItsClusterIsForgotten(t *testing.T) {
+	c := newCluster(t, 0, nil)
+	ours := c.newNode(1, nil, 1, nil)
+	ours.start(t)
+	leaderAmong(t, []*testNode{ours})
+	other := c.newNode(9, nil, 1, nil)
+	other.start(t)
+	leaderAmong(t, []*testNode{other})
+	for _, tn := range []*testNode{ours, other} {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d has a cluster id", tn.id), func() error {
+			if tn.n.ClusterID() == "" {
+				return errors.New("no cluster id")
+			}
+			return nil
+		})
+	}
+	if ours.n.ClusterID() == other.n.ClusterID() {
+		t.Fatal("two clusters share an id")
+	}
+
+	// What a third party would have passed on: node 9 with Raft state and
+	// no cluster id yet, alive.
+	g := ours.n.gossip
+	g.mu.Lock()
+	g.members[nodeName(other.id)] = &member{
+		meta:       nodeMeta{ID: other.id, KafkaAddr: other.kafkaAddr, RaftAddr: other.raftAddr, HasState: true, Level: ours.n.maxLevel()},
+		gossipAddr: other.gossipAddr, state: memberlist.StateAlive, since: time.Now(),
+	}
+	g.mu.Unlock()
+
+	brokersAre(t, []*testNode{ours}, []*testNode{ours})
+	if !ours.log().contains("refusing a node of another cluster") {
+		t.Fatal("no refusal in the log")
+	}
+	if got := voterIDs(ours); len(got) != 1 || got[0] != ours.id {
+		t.Fatalf("voters %v, want only node %d", got, ours.id)
 	}
 }
 

@@ -41,6 +41,7 @@ func (n *Node) membershipLoop() {
 	seeking := time.NewTicker(time.Second)
 	defer seeking.Stop()
 	lastMeta := n.gossip.localMeta()
+	asked := map[int32]time.Time{} // by confirmClusters
 	ctx, cancel := n.untilStop(context.Background())
 	defer cancel()
 	for {
@@ -65,6 +66,7 @@ func (n *Node) membershipLoop() {
 		if !n.hasRaftState() {
 			n.tryBootstrap()
 		}
+		n.confirmClusters(ctx, asked)
 		if n.leaving.Load() && !n.removed.Load() {
 			// A leave that failed (Leave's ctx ended) goes on: the leader
 			// removes this node as soon as it hears.
@@ -72,6 +74,33 @@ func (n *Node) membershipLoop() {
 		}
 	}
 }
+
+// confirmClusters asks each live node that gossip shows without a cluster
+// id, once we have one, for its own metadata. What a third party passed on
+// may predate the node's cluster: a node of another cluster heard that way
+// would be listed as a broker until memberlist's next periodic sync (30 s),
+// since its own later updates, refused as foreign, never replace it. Asked
+// directly, a foreign node is forgotten (MergeRemoteState); a fresh node
+// waiting to join just shows it has no cluster yet. Each node is asked at
+// most every few seconds: asked holds when.
+func (n *Node) confirmClusters(ctx context.Context, asked map[int32]time.Time) {
+	if n.clusterID() == "" {
+		return
+	}
+	for _, m := range n.gossip.snapshot() {
+		if m.meta.ID == n.cfg.NodeID || m.meta.ClusterID != "" || !alive(m.state) {
+			continue
+		}
+		if last, ok := asked[m.meta.ID]; ok && time.Since(last) < confirmEvery {
+			continue
+		}
+		asked[m.meta.ID] = time.Now()
+		n.gossip.askDirectly(ctx, m)
+	}
+}
+
+// confirmEvery is how often confirmClusters asks one node again.
+const confirmEvery = 5 * time.Second
 
 // reconcileVoters is the leader service that makes the Raft voters follow
 // gossip: at the start of the term, on every gossip change and every
