@@ -62,6 +62,7 @@
 #   BENCH_IGGY_RECORDS    records per run of the iggy section (default 200000)
 #   BENCH_IGGY_DELAY      latency the double adds to every reply, e.g. 1ms for a
 #                         remote Iggy (default 0)
+#   BENCH_IGGY_PORT       the Iggy server's (or double's) TCP port (default 29090)
 #   KEEP_WORK=1           keep the work directory (logs, results) on success
 
 # Functions are called from traps and as "run_$target".
@@ -444,7 +445,7 @@ txn_table() {
 # the same server for the native figures (its 0.8.0 client speaks the
 # legacy dialect, so only against a 0.7/0.8 server); otherwise against the
 # test double, as before.
-readonly IGGY_ADDR="$HOST:29090"
+readonly IGGY_ADDR="$HOST:${BENCH_IGGY_PORT:-29090}"
 IGGY_REAL=""
 IGGY_BENCH=""
 IGGY_VERSION="${BENCH_IGGY_SERVER:-0.8.0}"
