@@ -111,6 +111,17 @@ func (t *raftTransport) Close() error {
 	return err
 }
 
+// CloseStreams closes the pooled outbound connections and, as
+// NetworkTransport's does for the ones it serves, the inbound ones.
+func (t *raftTransport) CloseStreams() {
+	t.NetworkTransport.CloseStreams()
+	t.connMu.Lock()
+	for c := range t.conns {
+		c.Close()
+	}
+	t.connMu.Unlock()
+}
+
 func (t *raftTransport) closing() bool {
 	select {
 	case <-t.shutdown:

@@ -136,7 +136,8 @@ func TestRaftTransportTalksWithNetworkTransport(t *testing.T) {
 }
 
 // A heartbeat goes to the heartbeat handler once one is set, not through
-// the consumer; Close returns while a sender's connection is still open.
+// the consumer; CloseStreams drops inbound connections; Close returns while
+// a sender's connection is still open.
 func TestRaftTransportHeartbeatAndClose(t *testing.T) {
 	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
 	if err != nil {
@@ -159,6 +160,16 @@ func TestRaftTransportHeartbeatAndClose(t *testing.T) {
 	var resp raft.AppendEntriesResponse
 	if err := send.AppendEntries("f", recv.LocalAddr(), hb, &resp); err != nil || resp.Term != 77 {
 		t.Fatalf("heartbeat: %v %+v", err, resp)
+	}
+	// CloseStreams drops the sender's connection: the RPC on its pooled one
+	// fails, the next dials again.
+	recv.CloseStreams()
+	if err := send.AppendEntries("f", recv.LocalAddr(), hb, &raft.AppendEntriesResponse{}); err == nil {
+		t.Fatal("a heartbeat on a connection CloseStreams closed got an answer")
+	}
+	resp = raft.AppendEntriesResponse{}
+	if err := send.AppendEntries("f", recv.LocalAddr(), hb, &resp); err != nil || resp.Term != 77 {
+		t.Fatalf("heartbeat after CloseStreams: %v %+v", err, resp)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- recv.Close() }()
