@@ -34,7 +34,7 @@ var testStreams sync.Map // Raft address -> *cutStream
 // node on the same address must not start cut.
 var testStartCut sync.Map
 
-func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error) {
+func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raftTransport, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connCl
 	s := &cutStream{ln: ln, adv: advertise, conns: map[net.Conn]struct{}{}, connClosed: connClosed}
 	_, s.cut = testStartCut.LoadAndDelete(bind)
 	testStreams.Store(bind, s)
-	return raft.NewNetworkTransportWithLogger(s, 4, 10*time.Second, log), nil
+	return newRaftTransport(s, log), nil
 }
 
 // Every node a test starts gets a gossip transport the test can cut off,

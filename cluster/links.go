@@ -65,7 +65,7 @@ type muxStream struct {
 //
 // Each inbound Raft connection calls closed when it ends (see
 // noteConnClosed: a follower learns at once that its leader went away).
-func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func(), lt *LinkTLS, nodeAt func(string) int32) (*raft.NetworkTransport, *PeerListener, error) {
+func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func(), lt *LinkTLS, nodeAt func(string) int32) (*raftTransport, *PeerListener, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, nil, err
@@ -82,7 +82,7 @@ func tcpTransport(bind string, advertise net.Addr, log hclog.Logger, closed func
 	m.peers = &PeerListener{m: m, c: make(chan net.Conn), closed: make(chan struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
-	return raft.NewNetworkTransportWithLogger(m, 4, 10*time.Second, log), m.peers, nil
+	return newRaftTransport(m, log), m.peers, nil
 }
 
 func (m *muxStream) acceptLoop() {

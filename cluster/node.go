@@ -115,7 +115,7 @@ type Node struct {
 	store LogStore
 	disk  *failStopStore // store, halting the node when a write fails
 	snaps raft.SnapshotStore
-	trans *raft.NetworkTransport
+	trans *raftTransport
 	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
 
 	metrics *metrics
@@ -222,7 +222,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if bind == "" {
 		bind = cfg.RaftAddr
 	}
-	var trans *raft.NetworkTransport
+	var trans *raftTransport
 	if cfg.transport != nil {
 		trans, err = cfg.transport(bind, addr, hlog, n.noteConnClosed)
 	} else {
@@ -456,7 +456,7 @@ func recoverFromPeersFile(dir string, rc *raft.Config, fsm raft.FSM, logs raft.L
 // transportFunc makes the Raft transport: by default TCP with watched
 // inbound Raft connections (tcpTransport); tests use one whose network
 // they can cut (Config.transport).
-type transportFunc func(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raft.NetworkTransport, error)
+type transportFunc func(bind string, advertise net.Addr, log hclog.Logger, connClosed func()) (*raftTransport, error)
 
 // clusterID is the FSM's cluster id or, until a restarted node has replayed
 // its log (which waits for a leader), the one its Raft log records. Gossip

@@ -22,11 +22,11 @@ import (
 // always returns to its loop, sees the decoder gone and closes the
 // pipeline; replication starts again from the follower's real position.
 type pipelineSafe struct {
-	*raft.NetworkTransport
+	*raftTransport
 }
 
 func (t pipelineSafe) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	p, err := t.raftTransport.AppendEntriesPipeline(id, target)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func TestPipelineSendsOnAfterTheDecoderStopped(t *testing.T) {
 	}
 	defer leader.Close()
 
-	p, err := pipelineSafe{leader}.AppendEntriesPipeline("follower", follower.LocalAddr())
+	p, err := pipelineSafe{&raftTransport{NetworkTransport: leader}}.AppendEntriesPipeline("follower", follower.LocalAddr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,9 @@ func New(cfg Config, opts ...Option) *Server {
 	if o.pprof {
 		private.HandleFunc("/debug/pprof/", pprof.Index)
 		private.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		// An execution trace shows where a Raft round waits (write, fsync,
+		// send, apply), which a CPU profile cannot.
+		private.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	var guarded http.Handler = requireToken(o.token, private)
 	if o.requireCertFor {

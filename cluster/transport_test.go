@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// serve answers every RPC that reaches trans's consumer with answer, until
+// stop is closed.
+func serve(t *testing.T, trans raft.Transport, stop <-chan struct{}, answer func(raft.RPC)) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case rpc := <-trans.Consumer():
+				answer(rpc)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// The inbound side of raftTransport against hashicorp/raft's own
+// NetworkTransport as the sender (a leader of any release): every RPC kind
+// arrives whole — entries larger than maxInitLen too — and every answer,
+// error included, gets back.
+func TestRaftTransportTalksWithNetworkTransport(t *testing.T) {
+	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close()
+
+	entry := func(n int, seed byte) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = seed + byte(i*7)
+		}
+		return b
+	}
+	entries := []*raft.Log{
+		{Index: 7, Term: 2, Type: raft.LogCommand, Data: entry(100, 1)},
+		{Index: 8, Term: 2, Type: raft.LogCommand, Data: entry(1<<20+61, 2)},
+		{Index: 9, Term: 2, Type: raft.LogCommand, Data: entry(3*maxInitLen+5, 3), Extensions: entry(10, 4)},
+	}
+	snapshots := make(chan []byte, 1)
+	stop := make(chan struct{})
+	served := serve(t, recv, stop, func(rpc raft.RPC) {
+		switch c := rpc.Command.(type) {
+		case *raft.AppendEntriesRequest:
+			if len(c.Entries) != len(entries) {
+				rpc.Respond(nil, errors.New("wrong entry count"))
+				return
+			}
+			for i, e := range c.Entries {
+				w := entries[i]
+				if e.Index != w.Index || e.Term != w.Term || e.Type != w.Type || !bytes.Equal(e.Data, w.Data) || !bytes.Equal(e.Extensions, w.Extensions) {
+					rpc.Respond(nil, errors.New("entry differs"))
+					return
+				}
+			}
+			rpc.Respond(&raft.AppendEntriesResponse{Term: c.Term, LastLog: c.Entries[len(c.Entries)-1].Index, Success: true}, nil)
+		case *raft.RequestVoteRequest:
+			rpc.Respond(&raft.RequestVoteResponse{Term: c.Term, Granted: true}, nil)
+		case *raft.RequestPreVoteRequest:
+			rpc.Respond(nil, errors.New("no pre-vote today"))
+		case *raft.TimeoutNowRequest:
+			rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ID: []byte("f")}}, nil)
+		case *raft.InstallSnapshotRequest:
+			b, err := io.ReadAll(rpc.Reader)
+			snapshots <- b
+			rpc.Respond(&raft.InstallSnapshotResponse{Term: c.Term, Success: err == nil}, nil)
+		default:
+			rpc.Respond(nil, errors.New("unexpected rpc"))
+		}
+	})
+	defer func() { close(stop); <-served }()
+
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("leader"), Addr: []byte(send.LocalAddr())}
+	to := recv.LocalAddr()
+	var ar raft.AppendEntriesResponse
+	if err := send.AppendEntries("f", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2, PrevLogEntry: 6, PrevLogTerm: 1, Entries: entries}, &ar); err != nil {
+		t.Fatal(err)
+	}
+	if !ar.Success || ar.LastLog != 9 || ar.Term != 2 {
+		t.Fatalf("append answer %+v", ar)
+	}
+	// The same through the pipeline, as a leader replicates.
+	p, err := send.AppendEntriesPipeline("f", to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendEntries(&raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2, PrevLogEntry: 6, PrevLogTerm: 1, Entries: entries}, &raft.AppendEntriesResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-p.Consumer(); f.Error() != nil || !f.Response().Success {
+		t.Fatalf("pipelined append: %v %+v", f.Error(), f.Response())
+	}
+	p.Close()
+
+	var vr raft.RequestVoteResponse
+	if err := send.RequestVote("f", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 3}, &vr); err != nil || !vr.Granted || vr.Term != 3 {
+		t.Fatalf("vote: %v %+v", err, vr)
+	}
+	var pr raft.RequestPreVoteResponse
+	if err := send.RequestPreVote("f", to, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: 3}, &pr); err == nil || err.Error() != "no pre-vote today" {
+		t.Fatalf("pre-vote error: %v", err)
+	}
+	var tr raft.TimeoutNowResponse
+	if err := send.TimeoutNow("f", to, &raft.TimeoutNowRequest{RPCHeader: hdr}, &tr); err != nil || string(tr.ID) != "f" {
+		t.Fatalf("timeout now: %v %+v", err, tr)
+	}
+	data := entry(700_000, 5)
+	var sr raft.InstallSnapshotResponse
+	if err := send.InstallSnapshot("f", to, &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 4, Size: int64(len(data))}, &sr, bytes.NewReader(data)); err != nil || !sr.Success {
+		t.Fatalf("snapshot: %v %+v", err, sr)
+	}
+	if snapshot := <-snapshots; !bytes.Equal(snapshot, data) {
+		t.Fatalf("snapshot data: %d bytes arrived of %d, or different", len(snapshot), len(data))
+	}
+}
+
+// A heartbeat goes to the heartbeat handler once one is set, not through
+// the consumer; CloseStreams drops inbound connections; Close returns while
+// a sender's connection is still open.
+func TestRaftTransportHeartbeatAndClose(t *testing.T) {
+	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close()
+	recv.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 77, Success: true}, nil)
+	})
+	stop := make(chan struct{})
+	served := serve(t, recv, stop, func(rpc raft.RPC) { rpc.Respond(nil, errors.New("heartbeat reached the consumer")) })
+	defer func() { close(stop); <-served }()
+
+	hb := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("leader"),
+		Addr: []byte(send.LocalAddr())}, Term: 5}
+	var resp raft.AppendEntriesResponse
+	if err := send.AppendEntries("f", recv.LocalAddr(), hb, &resp); err != nil || resp.Term != 77 {
+		t.Fatalf("heartbeat: %v %+v", err, resp)
+	}
+	// CloseStreams drops the sender's connection: the RPC on its pooled one
+	// fails, the next dials again.
+	recv.CloseStreams()
+	if err := send.AppendEntries("f", recv.LocalAddr(), hb, &raft.AppendEntriesResponse{}); err == nil {
+		t.Fatal("a heartbeat on a connection CloseStreams closed got an answer")
+	}
+	resp = raft.AppendEntriesResponse{}
+	if err := send.AppendEntries("f", recv.LocalAddr(), hb, &resp); err != nil || resp.Term != 77 {
+		t.Fatalf("heartbeat after CloseStreams: %v %+v", err, resp)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- recv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return with a connection open")
+	}
+}
