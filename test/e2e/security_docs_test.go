@@ -57,6 +57,15 @@ func TestSecurityDocCommands(t *testing.T) {
 	requireFile(t, filepath.Join(tools, ".complete"), "Kafka tools jars (mvn dependency:copy-dependencies in test/clients/kafka-tools)")
 	writeFile(t, filepath.Join(bin, "kafka-acls.sh"), "#!/bin/sh\nexec java -cp '"+filepath.Join(tools, "*")+"' org.apache.kafka.tools.AclCommand \"$@\"\n")
 	os.Chmod(filepath.Join(bin, "kafka-acls.sh"), 0o755)
+	// The console tools, which like the distribution's scripts pass
+	// KAFKA_OPTS to the JVM and log warnings and errors only.
+	for name, class := range map[string]string{
+		"kafka-console-producer.sh": "org.apache.kafka.tools.ConsoleProducer",
+		"kafka-console-consumer.sh": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+	} {
+		writeFile(t, filepath.Join(bin, name), "#!/bin/sh\nexec java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn $KAFKA_OPTS -cp '"+filepath.Join(tools, "*")+"' "+class+" \"$@\"\n")
+		os.Chmod(filepath.Join(bin, name), 0o755)
+	}
 
 	blocks := docShellBlocks(t, filepath.Join(root, "docs", "security.md"))
 	if len(blocks) < 5 {
@@ -107,7 +116,8 @@ func TestSecurityDocCommands(t *testing.T) {
 	}
 	for _, want := range []string{"hello\n", "401\n", "node-4.pem: OK", "inside\n", "over-mtls\n", "paid\n", "Topic authorization failed",
 		"principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW",
-		"after 3", "ms in state AUTH_REQ", "Disconnected (after", "before\nafter\n"} {
+		"after 3", "ms in state AUTH_REQ", "Disconnected (after", "before\nafter\n",
+		"with-a-token\n", "invalid credentials with SASL mechanism OAUTHBEARER"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
