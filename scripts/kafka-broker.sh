@@ -197,7 +197,7 @@ start() {
 		return
 	fi
 	command -v "$JAVA" >/dev/null || die "java ($JAVA) not found"
-	for p in "$PORT" "$CONTROLLER_PORT" $SASL_SSL_PORT; do
+	for p in "$PORT" "$CONTROLLER_PORT" ${SASL_SSL_PORT:+"$SASL_SSL_PORT"}; do
 		port_open "$p" && die "port $HOST:$p is already in use by another process"
 	done
 	jars="$(fetch)"
