@@ -85,7 +85,7 @@ type session struct {
 // distinguished name, as Kafka's default principal builder takes it) on a
 // listener without SASL; on one with SASL it only passed the TLS
 // handshake, and SASL names the principal, as on Kafka's SASL_SSL
-// listeners (unless CertificateInsteadOfSASL).
+// listeners (unless CertificateInsteadOfSASL, the listener's or Config.SASL's).
 func (s *Server) startSession(sess *session, tc *tls.Conn, l *Listener) {
 	certUser := ""
 	if tc != nil {
@@ -98,7 +98,11 @@ func (s *Server) startSession(sess *session, tc *tls.Conn, l *Listener) {
 		sess.user = certUser
 		return
 	}
-	if certUser != "" && s.cfg.SASL.CertificateInsteadOfSASL {
+	instead := s.cfg.SASL.CertificateInsteadOfSASL
+	if l.CertificateInsteadOfSASL != nil {
+		instead = *l.CertificateInsteadOfSASL
+	}
+	if certUser != "" && instead {
 		sess.authed, sess.user = true, certUser
 	}
 	sc := s.cfg.SASL

@@ -41,6 +41,10 @@ type Listener struct {
 	// OAUTHBEARER tokens come from its own identity provider.
 	OAuthKeys  func() (*sasl.KeySet, error)
 	OAuthRules *sasl.TokenRules
+	// CertificateInsteadOfSASL, when set, replaces Config.SASL's on this
+	// listener: whether a verified client certificate authenticates a
+	// connection without SASL.
+	CertificateInsteadOfSASL *bool
 }
 
 type boundListener struct {

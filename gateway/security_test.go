@@ -493,6 +493,44 @@ func TestSASLSSLWithClientCertificate(t *testing.T) {
 	}
 }
 
+// TestListenerCertificateInsteadOfSASL: a listener's own
+// CertificateInsteadOfSASL replaces the shared one there and only there,
+// whichever way each is set.
+func TestListenerCertificateInsteadOfSASL(t *testing.T) {
+	pki := newPKI(t)
+	rl := pki.serverTLS(t, true)
+	withCert := pki.clientTLS(t, true)
+	for _, shared := range []bool{false, true} {
+		own := !shared
+		n := startNode(t, func(c *gateway.Config) {
+			c.SASL = &gateway.SASL{Mechanisms: []string{"PLAIN"}, PlainUsers: func(u string) (string, bool) { return "admin-secret", u == "admin" },
+				CertificateInsteadOfSASL: shared}
+			c.Listeners = []gateway.Listener{
+				{Name: "SHARED", Addr: c.Addr, TLS: rl.ServerConfig(), SASL: true},
+				{Name: "OWN", Addr: "127.0.0.1:0", TLS: rl.ServerConfig(), SASL: true, CertificateInsteadOfSASL: &own},
+			}
+		})
+		for _, l := range []struct {
+			name    string
+			instead bool
+		}{{"SHARED", shared}, {"OWN", own}} {
+			c := tlsRaw(t, n.srv.ListenerAddr(l.name).String(), withCert)
+			req := kmsg.NewPtrMetadataRequest()
+			corr := c.send(req)
+			if l.instead {
+				// The certificate authenticated the connection: served.
+				if resp := c.recv(corr, req).(*kmsg.MetadataResponse); len(resp.Brokers) == 0 {
+					t.Fatalf("shared %v, listener %s: Metadata with a client certificate alone names no broker", shared, l.name)
+				}
+				continue
+			}
+			// SASL still required: the first request past ApiVersions
+			// closes the connection.
+			expectClosed(t, c.nc)
+		}
+	}
+}
+
 // TestListenerSASLSettings: a listener's own failure delay, session
 // lifetime and OAUTHBEARER keys and rules replace the shared ones there
 // and only there (Kafka's listener.name.<name>.* settings).

@@ -198,6 +198,9 @@ type Server struct {
 	// answerBufs holds the encoding buffers of answers larger than a
 	// connection keeps (connBufferBytes).
 	answerBufs sync.Pool // of *[]byte
+	// batchBufs holds the TLS record batchers' buffers between answers,
+	// so an idle TLS connection holds none (recordBatcher).
+	batchBufs sync.Pool // of *[]byte
 	// readBufs and writeBufs hold the connections' read and write
 	// buffers while they idle (connReader, conn.write).
 	readBufs  sync.Pool // of *bufio.Reader
@@ -267,7 +270,7 @@ func (s *Server) Listen() error {
 			return err
 		}
 		if l.TLS != nil {
-			ln = tlsListener{Listener: ln, config: l.TLS}
+			ln = tlsListener{Listener: ln, config: l.TLS, bufs: &s.batchBufs}
 		}
 		s.lns = append(s.lns, boundListener{Listener: l, ln: ln})
 	}

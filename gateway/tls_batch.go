@@ -13,6 +13,7 @@ import (
 type tlsListener struct {
 	net.Listener
 	config *tls.Config
+	bufs   *sync.Pool // the batchers' buffers (Server.batchBufs)
 }
 
 func (l tlsListener) Accept() (net.Conn, error) {
@@ -20,7 +21,7 @@ func (l tlsListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tls.Server(&recordBatcher{Conn: nc}, l.config), nil
+	return tls.Server(&recordBatcher{Conn: nc, bufs: l.bufs}, l.config), nil
 }
 
 // recordBatcher sits between a TLS connection and its socket. crypto/tls
@@ -28,13 +29,18 @@ func (l tlsListener) Accept() (net.Conn, error) {
 // so a 1 MiB fetch answer would take 64; the batcher keeps the records until
 // the connection's writer flushes after its answer, or until batchLimit is
 // buffered. Until the handshake is done every Read sends what is buffered
-// first, so the handshake's flights are never held back.
+// first, so the handshake's flights are never held back. The buffer is
+// taken from bufs (when set) for an answer and given back at each flush:
+// a connection that once read a large fetch and now idles, as most group
+// members' do, holds none (crypto/tls keeps its own 16 KiB record buffer).
 type recordBatcher struct {
 	net.Conn
 	handshook atomic.Bool
+	bufs      *sync.Pool // of *[]byte; nil: a buffer of its own each time
 
-	mu  sync.Mutex
-	buf []byte
+	mu   sync.Mutex
+	buf  []byte
+	held *[]byte // buf's pool entry, while buf is held
 }
 
 const batchLimit = 256 << 10
@@ -42,6 +48,12 @@ const batchLimit = 256 << 10
 func (b *recordBatcher) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.held == nil && b.bufs != nil {
+		if b.held, _ = b.bufs.Get().(*[]byte); b.held == nil {
+			b.held = new([]byte)
+		}
+		b.buf = (*b.held)[:0]
+	}
 	b.buf = append(b.buf, p...)
 	if len(b.buf) >= batchLimit {
 		if err := b.flushLocked(); err != nil {
@@ -72,11 +84,11 @@ func (b *recordBatcher) flushLocked() error {
 		return nil
 	}
 	_, err := b.Conn.Write(b.buf)
-	if cap(b.buf) > 2*batchLimit {
-		b.buf = nil
-	} else {
-		b.buf = b.buf[:0]
+	if b.held != nil && cap(b.buf) <= 2*batchLimit {
+		*b.held = b.buf[:0]
+		b.bufs.Put(b.held)
 	}
+	b.buf, b.held = nil, nil
 	return err
 }
 

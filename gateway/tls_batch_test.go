@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +145,49 @@ func TestRecordBatcherCloseSendsWhatIsBuffered(t *testing.T) {
 	b, err := io.ReadAll(client)
 	if string(b) != "last words" || err != nil {
 		t.Fatalf("client read %q, %v after the server wrote and closed; want the words and a clean end", b, err)
+	}
+}
+
+// TestRecordBatcherIdleHoldsNoBuffer: after an answer is flushed the
+// batcher holds no buffer (it went back to the pool), and each next
+// answer takes one again and reaches the client intact.
+func TestRecordBatcherIdleHoldsNoBuffer(t *testing.T) {
+	server, batcher, _, client := tlsPair(t)
+	var pool sync.Pool
+	batcher.bufs = &pool
+	answer := bytes.Repeat([]byte("x"), 100<<10)
+	got := make(chan error, 1)
+	go func() {
+		b := make([]byte, len(answer))
+		for range 3 {
+			if _, err := io.ReadFull(client, b); err != nil || !bytes.Equal(b, answer) {
+				got <- fmt.Errorf("client read %d bytes, %v", len(b), err)
+				return
+			}
+		}
+		got <- nil
+	}()
+	for i := range 3 {
+		if _, err := server.Write(answer); err != nil {
+			t.Fatal(err)
+		}
+		batcher.mu.Lock()
+		held := cap(batcher.buf)
+		batcher.mu.Unlock()
+		if held < len(answer) {
+			t.Fatalf("answer %d: the batcher holds %d bytes before its flush, want the answer's records", i, held)
+		}
+		if err := flushTLS(server); err != nil {
+			t.Fatal(err)
+		}
+		batcher.mu.Lock()
+		held = cap(batcher.buf)
+		batcher.mu.Unlock()
+		if held != 0 {
+			t.Fatalf("answer %d: an idle batcher holds a %d-byte buffer", i, held)
+		}
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,9 +12,13 @@
 #            with scripts/kafka-broker.sh, runs the same benchmark (label
 #            "kafka") and stops it. The flags are passed to kgate-bench
 #            (default: -partitions 1,8 -records 200000); see
-#            `go run ./cmd/kgate-bench -h`. Target "kgate-sasl-ssl" runs the
+#            `go run ./cmd/kgate-bench -h`; each result also gives the
+#            server's and kgate-bench's CPU seconds per GB of records
+#            (-server-pid). Target "kgate-sasl-ssl" runs the
 #            same against a kgate node with TLS and SASL (SCRAM-SHA-512
-#            clients, certificates from `kgate certs`), beside plaintext.
+#            clients, certificates from `kgate certs`), beside plaintext;
+#            "kafka-sasl-ssl" the same against the Kafka broker's SASL_SSL
+#            listener (KAFKA_SASL_SSL_PORT, default 19094).
 #   groups   Consumer groups on a fresh single kgate node: kgate-bench
 #            joinstorm (500 members join one group at once) and kgate-bench
 #            groups (10,000 members in 1,000 groups heartbeating every 3s for
@@ -41,7 +45,8 @@
 #
 # Environment:
 #   BENCH_SECTIONS        sections to run, in order (default "produce groups cluster txn")
-#   BENCH_TARGETS         targets of the produce section, in order (default "kgate kgate-sasl-ssl kafka")
+#   BENCH_TARGETS         targets of the produce section, in order (default
+#                         "kgate kgate-sasl-ssl kafka kafka-sasl-ssl")
 #   BENCH_KILLS           leader kills of the failover benchmark (default 20)
 #   BENCH_CLUSTER_RECORDS records of the three-node produce run (default 200000)
 #   BENCH_JOINSTORM_ARGS, BENCH_GROUPS_ARGS, BENCH_FAILOVER_ARGS
@@ -52,7 +57,7 @@
 #   BENCH_KGATE_PORT_BASE the single node's ports: Kafka BASE, Raft BASE+1,
 #                         gossip BASE+2, admin BASE+3 (default 29092)
 #   BENCH_CLUSTER_PORT_BASE  the cluster's ports (see scripts/bench-node.sh; default 29100)
-#   KAFKA_BROKER_PORT, KAFKA_CONTROLLER_PORT  the Kafka broker's (see
+#   KAFKA_BROKER_PORT, KAFKA_CONTROLLER_PORT, KAFKA_SASL_SSL_PORT  the Kafka broker's (see
 #                         scripts/kafka-broker.sh)
 #   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
 #   BENCH_IGGY_SERVER     real iggy-server version of the iggy section, unpacked
@@ -83,7 +88,7 @@ readonly KGATE_ADMIN_PORT=$((KGATE_PORT_BASE + 3))
 readonly KGATE_START_TIMEOUT="${KGATE_START_TIMEOUT:-60}"
 readonly STOP_TIMEOUT=30
 read -r -a SECTIONS <<<"${BENCH_SECTIONS:-produce groups cluster txn}"
-read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kgate-sasl-ssl kafka}"
+read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kgate-sasl-ssl kafka kafka-sasl-ssl}"
 read -r -a JOINSTORM_ARGS <<<"${BENCH_JOINSTORM_ARGS:-}"
 read -r -a GROUPS_ARGS <<<"${BENCH_GROUPS_ARGS:-}"
 read -r -a FAILOVER_ARGS <<<"${BENCH_FAILOVER_ARGS:-}"
@@ -237,7 +242,7 @@ run_kgate() {
 		return
 	fi
 	log "benchmarking kgate at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
-	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate "${BENCH_ARGS[@]}" >"$WORK/kgate.out"; then
+	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate -server-pid "$KGATE_PID" "${BENCH_ARGS[@]}" >"$WORK/kgate.out"; then
 		log "kgate: benchmark failed"
 		FAILED=1
 	fi
@@ -257,7 +262,7 @@ run_kgate-sasl-ssl() {
 		return
 	fi
 	log "benchmarking kgate over SASL_SSL at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
-	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-sasl-ssl \
+	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-sasl-ssl -server-pid "$KGATE_PID" \
 		-tls-ca "$certs/ca.pem" -sasl-mechanism SCRAM-SHA-512 -sasl-user bench -sasl-password bench-pw \
 		-sasl-create-user-as admin:bench-admin "${BENCH_ARGS[@]}" >"$WORK/kgate-sasl-ssl.out"; then
 		log "kgate-sasl-ssl: benchmark failed"
@@ -266,17 +271,39 @@ run_kgate-sasl-ssl() {
 	stop_kgate
 }
 
+# run_kafka-sasl-ssl: the produce benchmark against the Kafka broker's
+# SASL_SSL listener (TLS, SCRAM-SHA-512), the reference for kgate-sasl-ssl.
+run_kafka-sasl-ssl() {
+	local certs="$WORK/kafka-certs" port="${KAFKA_SASL_SSL_PORT:-19094}"
+	RESULTS+=("kafka-sasl-ssl|kafka SASL_SSL (SCRAM-SHA-512)")
+	bin/kgate certs -dir "$certs" -names broker >/dev/null
+	KAFKA_STARTED=1
+	if ! KAFKA_SASL_SSL_PORT="$port" KAFKA_TLS_CERT="$certs/broker.pem" KAFKA_TLS_KEY="$certs/broker-key.pem" \
+		KAFKA_SCRAM_USER=bench:bench-pw scripts/kafka-broker.sh start "$WORK/kafka" >/dev/null; then
+		log "the Kafka broker did not start"
+		FAILED=1
+		return
+	fi
+	log "benchmarking kafka over SASL_SSL at $HOST:$port: ${BENCH_ARGS[*]}"
+	if ! bin/kgate-bench -brokers "$HOST:$port" -label kafka-sasl-ssl -tls-ca "$certs/ca.pem" -server-pid "$(<"$WORK/kafka/broker.pid")" \
+		-sasl-mechanism SCRAM-SHA-512 -sasl-user bench -sasl-password bench-pw "${BENCH_ARGS[@]}" >"$WORK/kafka-sasl-ssl.out"; then
+		log "kafka-sasl-ssl: benchmark failed"
+		FAILED=1
+	fi
+	stop_kafka
+}
+
 run_kafka() {
 	local addr
 	RESULTS+=("kafka|kafka")
 	KAFKA_STARTED=1
-	if ! addr="$(scripts/kafka-broker.sh start "$WORK/kafka")"; then
+	if ! addr="$(KAFKA_SASL_SSL_PORT='' scripts/kafka-broker.sh start "$WORK/kafka")"; then
 		log "the Kafka broker did not start"
 		FAILED=1
 		return
 	fi
 	log "benchmarking kafka at $addr: ${BENCH_ARGS[*]}"
-	if ! bin/kgate-bench -brokers "$addr" -label kafka "${BENCH_ARGS[@]}" >"$WORK/kafka.out"; then
+	if ! bin/kgate-bench -brokers "$addr" -label kafka -server-pid "$(<"$WORK/kafka/broker.pid")" "${BENCH_ARGS[@]}" >"$WORK/kafka.out"; then
 		log "kafka: benchmark failed"
 		FAILED=1
 	fi
@@ -605,9 +632,9 @@ for s in "${SECTIONS[@]}"; do
 	produce)
 		for t in "${TARGETS[@]}"; do
 			case "$t" in
-			kgate | kgate-sasl-ssl) need_kgate=1 ;;
+			kgate | kgate-sasl-ssl | kafka-sasl-ssl) need_kgate=1 ;; # kafka-sasl-ssl: kgate certs
 			kafka) ;;
-			*) die "unknown target $t (want kgate, kgate-sasl-ssl or kafka)" ;;
+			*) die "unknown target $t (want kgate, kgate-sasl-ssl, kafka or kafka-sasl-ssl)" ;;
 			esac
 		done
 		;;

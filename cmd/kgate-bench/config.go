@@ -48,6 +48,9 @@ type config struct {
 
 	json    bool
 	verbose bool
+	// serverPID: the server process (on this machine) whose CPU time
+	// per GB produced and consumed is reported beside kgate-bench's own.
+	serverPID int
 
 	security     securityFlags // security.go
 	securityOpts []kgo.Opt
@@ -111,6 +114,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	fs.BoolVar(&cfg.keepTopics, "keep-topics", false, "do not delete the topics after each run")
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON instead of a table")
 	fs.BoolVar(&cfg.verbose, "v", false, "verbose logging, including the Kafka client's")
+	fs.IntVar(&cfg.serverPID, "server-pid", 0, "`pid` of the server process on this machine: report its CPU seconds per GB of records produced and consumed, and kgate-bench's own (0 = not measured)")
 	cfg.security.register(fs)
 
 	if err := fs.Parse(args); err != nil {
@@ -173,6 +177,8 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		return config{}, errors.New("-linger must not be negative")
 	case cfg.txnRecords < 0 || cfg.flushRecords < 0:
 		return config{}, errors.New("-txn-records and -flush-records must not be negative")
+	case cfg.serverPID < 0:
+		return config{}, errors.New("-server-pid must not be negative")
 	case cfg.txnRecords > 0 && cfg.flushRecords > 0:
 		return config{}, errors.New("-txn-records and -flush-records are mutually exclusive")
 	case (cfg.txnRecords > 0 || cfg.flushRecords > 0) && !cfg.idempotent():

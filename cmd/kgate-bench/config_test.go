@@ -54,6 +54,7 @@ func TestParseConfig(t *testing.T) {
 		{"-compression", "brotli"},
 		{"-producers", "0"},
 		{"-brokers", ","},
+		{"-server-pid", "-1"},
 		{"extra"},
 	} {
 		if _, err := parseConfig(args, io.Discard); err == nil {

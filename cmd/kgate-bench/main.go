@@ -192,9 +192,14 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 	}
 
 	log.Info("producing", "records", cfg.records, "duration", cfg.duration, "record_bytes", cfg.recordBytes, "producers", cfg.producers)
+	prodCPU := startPhaseCPU(cfg.serverPID)
 	prod, err := produce(ctx, log, cfg, topic)
 	if prod != nil {
 		res.setProduce(prod)
+	}
+	var produceCPUOK bool
+	if prod != nil {
+		res.ServerCPUPerGBProduce, res.ClientCPUPerGBProduce, produceCPUOK = prodCPU.perGB(prod.bytes)
 	}
 	if err != nil {
 		return fail("produce", err)
@@ -214,9 +219,13 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 		return fail("list offsets", err)
 	}
 	log.Info("consuming")
+	consCPU := startPhaseCPU(cfg.serverPID)
 	cons, err := consume(ctx, log, cfg, topic, ranges, prod.committed)
 	if cons != nil {
 		res.setConsume(cons)
+		var ok bool
+		res.ServerCPUPerGBConsume, res.ClientCPUPerGBConsume, ok = consCPU.perGB(cons.bytes)
+		res.CPUMeasured = ok && produceCPUOK
 	}
 	if err != nil {
 		return fail("consume", err)

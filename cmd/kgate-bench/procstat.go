@@ -57,3 +57,46 @@ func readRSS(pid string) (int64, error) {
 	}
 	return 0, errors.New("no VmRSS in /proc/" + pid + "/status")
 }
+
+// phaseCPU is the CPU time of the server (-server-pid) and of this
+// process at the start of a phase.
+type phaseCPU struct {
+	pid          string
+	server, self time.Duration
+}
+
+// startPhaseCPU reads both CPU times; nil when pid is 0 or either cannot
+// be read (the phase is then reported without them).
+func startPhaseCPU(pid int) *phaseCPU {
+	if pid == 0 {
+		return nil
+	}
+	p := &phaseCPU{pid: strconv.Itoa(pid)}
+	var err error
+	if p.server, err = procstat.CPU(p.pid); err != nil {
+		return nil
+	}
+	if p.self, err = procstat.CPU("self"); err != nil {
+		return nil
+	}
+	return p
+}
+
+// perGB is the CPU seconds the server and this process used since the
+// phase started, per GB (10^9 bytes) of bytes; ok is false when they
+// cannot be read.
+func (p *phaseCPU) perGB(bytes int64) (server, self float64, ok bool) {
+	if p == nil || bytes <= 0 {
+		return 0, 0, false
+	}
+	s, err := procstat.CPU(p.pid)
+	if err != nil {
+		return 0, 0, false
+	}
+	c, err := procstat.CPU("self")
+	if err != nil {
+		return 0, 0, false
+	}
+	gb := float64(bytes) / 1e9
+	return (s - p.server).Seconds() / gb, (c - p.self).Seconds() / gb, true
+}

@@ -44,6 +44,15 @@ type result struct {
 	ConsumeRecordsPerS float64 `json:"consume_records_per_sec"`
 	ConsumeMiBPerS     float64 `json:"consume_mib_per_sec"`
 
+	// CPU seconds per GB (10^9 bytes) of record values, of the server
+	// (-server-pid) and of kgate-bench itself, in each phase; only with
+	// -server-pid. On one machine the two share its cores.
+	CPUMeasured           bool    `json:"cpu_measured,omitempty"`
+	ServerCPUPerGBProduce float64 `json:"server_cpu_s_per_gb_produce,omitempty"`
+	ClientCPUPerGBProduce float64 `json:"client_cpu_s_per_gb_produce,omitempty"`
+	ServerCPUPerGBConsume float64 `json:"server_cpu_s_per_gb_consume,omitempty"`
+	ClientCPUPerGBConsume float64 `json:"client_cpu_s_per_gb_consume,omitempty"`
+
 	// OK is true when both phases completed and the consumer read back
 	// exactly the records the producers had acknowledged.
 	OK    bool   `json:"ok"`
@@ -116,6 +125,12 @@ func writeTable(w io.Writer, results []result) error {
 			}
 			fmt.Fprintf(w, "%s, %d partitions: %d %s of %d records, %.0f/s, %s p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
 				r.Label, r.Partitions, r.Batches, kind, r.BatchRecords, r.BatchesPerS, end, r.CommitLatencyP50Ms, r.CommitLatencyP99Ms, r.CommitLatencyMaxMs)
+		}
+	}
+	for _, r := range results {
+		if r.CPUMeasured {
+			fmt.Fprintf(w, "%s, %d partitions: CPU s per GB of records: produce server %.3f, client %.3f; consume server %.3f, client %.3f\n",
+				r.Label, r.Partitions, r.ServerCPUPerGBProduce, r.ClientCPUPerGBProduce, r.ServerCPUPerGBConsume, r.ClientCPUPerGBConsume)
 		}
 	}
 	for _, r := range results {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,9 @@ type listenersConfig struct {
 	ListenerOAuthAudience   string
 	ListenerOAuthSubClaim   string
 	ListenerOAuthClockSkew  string
+	// Per-listener --client-certificate-instead-of-sasl, NAME:true|false
+	// (kgate's own setting; Kafka always wants SASL on SASL_SSL).
+	ListenerCertInsteadOfSASL string
 
 	// Set by validate: every listener, --kafka-addr's first; nil when
 	// there is only that one, unnamed.
@@ -64,6 +68,8 @@ type namedListener struct {
 	// rules (nil: the shared ones).
 	oauthJWKS  string
 	oauthRules *sasl.TokenRules
+	// Its own --client-certificate-instead-of-sasl (nil: the shared one).
+	certInsteadOfSASL *bool
 }
 
 func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
@@ -83,6 +89,7 @@ func addListenerFlags(fs *flag.FlagSet, c *listenersConfig) {
 	fs.StringVar(&c.ListenerOAuthAudience, "listener-sasl-oauthbearer-expected-audience", "", "per-listener --sasl-oauthbearer-expected-audience, NAME:audience comma-separated, a listener named once per audience")
 	fs.StringVar(&c.ListenerOAuthSubClaim, "listener-sasl-oauthbearer-sub-claim-name", "", "per-listener --sasl-oauthbearer-sub-claim-name, NAME:claim comma-separated")
 	fs.StringVar(&c.ListenerOAuthClockSkew, "listener-sasl-oauthbearer-clock-skew", "", "per-listener --sasl-oauthbearer-clock-skew, NAME:duration comma-separated")
+	fs.StringVar(&c.ListenerCertInsteadOfSASL, "listener-client-certificate-instead-of-sasl", "", "per-listener --client-certificate-instead-of-sasl, NAME:true|false comma-separated: on that SASL_SSL listener with a client CA, a verified client certificate authenticates without SASL (true) or SASL is still required (false)")
 	fs.StringVar(&c.ProtocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL comma-separated, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: the name when it is a protocol)")
 }
 
@@ -127,7 +134,7 @@ func (c *listenersConfig) validate(kafkaAddr, advertiseKafka string, sec *securi
 			return fmt.Errorf("invalid value for --advertised-listeners/--listener-security-protocol-map: no --listeners or --kafka-listener-name")
 		}
 		if countSet(c.ListenerTLSCert, c.ListenerTLSKey, c.ListenerTLSClientCA, c.ListenerClientAuth, c.ListenerMechanisms, c.ListenerPlainUsers,
-			c.ListenerFailedAuthDelay, c.ListenerMaxReauth, c.ListenerOAuthJWKSFile, c.ListenerOAuthIssuer, c.ListenerOAuthAudience, c.ListenerOAuthSubClaim, c.ListenerOAuthClockSkew) > 0 {
+			c.ListenerFailedAuthDelay, c.ListenerMaxReauth, c.ListenerOAuthJWKSFile, c.ListenerOAuthIssuer, c.ListenerOAuthAudience, c.ListenerOAuthSubClaim, c.ListenerOAuthClockSkew, c.ListenerCertInsteadOfSASL) > 0 {
 			return fmt.Errorf("invalid value for --listener-tls-*/--listener-sasl-*/--listener-connection*: they name listeners, and there are none: name them with --listeners or --kafka-listener-name")
 		}
 		return nil
@@ -222,6 +229,7 @@ type listenerOverrides struct {
 	failureDelay, maxReauth, oauthSkew map[string]time.Duration
 	oauthJWKS, oauthIssuer, oauthSub   map[string]string
 	oauthAudience                      map[string][]string
+	certInsteadOfSASL                  map[string]bool
 }
 
 // parseOverride reads NAME:value,...; with many, a name may come again
@@ -327,7 +335,22 @@ func (c *listenersConfig) overrides() (listenerOverrides, error) {
 		}
 	}
 	ov.oauthAudience, err = parseOverride("listener-sasl-oauthbearer-expected-audience", c.ListenerOAuthAudience, true)
-	return ov, err
+	if err != nil {
+		return ov, err
+	}
+	instead, err := parseOverride("listener-client-certificate-instead-of-sasl", c.ListenerCertInsteadOfSASL, false)
+	if err != nil {
+		return ov, err
+	}
+	ov.certInsteadOfSASL = map[string]bool{}
+	for name, vs := range instead {
+		on, err := strconv.ParseBool(vs[0])
+		if err != nil {
+			return ov, fmt.Errorf("invalid value %q for --listener-client-certificate-instead-of-sasl: listener %s: %q is not true or false", c.ListenerCertInsteadOfSASL, name, vs[0])
+		}
+		ov.certInsteadOfSASL[name] = on
+	}
+	return ov, nil
 }
 
 // The bounds of the failure delay, the session lifetime and the clock
@@ -410,6 +433,9 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 			return err
 		}
 	}
+	if err := unknown("listener-client-certificate-instead-of-sasl", c.ListenerCertInsteadOfSASL, keys(ov.certInsteadOfSASL)); err != nil {
+		return err
+	}
 	for i := range c.named {
 		n := &c.named[i]
 		ssl, saslOn := strings.HasSuffix(n.protocol, "SSL"), strings.HasPrefix(n.protocol, "SASL")
@@ -429,6 +455,9 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 			if _, ok := f.m[n.name]; ok && !saslOn {
 				return fmt.Errorf("invalid value %q for --%s: listener %s is %s, and it applies to SASL_PLAINTEXT and SASL_SSL listeners only", f.v, f.flag, n.name, n.protocol)
 			}
+		}
+		if _, ok := ov.certInsteadOfSASL[n.name]; ok && n.protocol != "SASL_SSL" {
+			return fmt.Errorf("invalid value %q for --listener-client-certificate-instead-of-sasl: listener %s is %s, and it applies to SASL_SSL listeners only", c.ListenerCertInsteadOfSASL, n.name, n.protocol)
 		}
 		if ownCert != ownKey {
 			return fmt.Errorf("listener %s: give both --listener-tls-cert and --listener-tls-key for it, or neither", n.name)
@@ -451,6 +480,12 @@ func (c *listenersConfig) applyOverrides(ov listenerOverrides, sec *securityConf
 				return fmt.Errorf("invalid value %q for --listener-tls-client-auth: listener %s has no client CA to check certificates with: set --listener-tls-client-ca for it or --kafka-tls-client-ca", c.ListenerClientAuth, n.name)
 			}
 			n.requested = clientAuth == "requested"
+			if on, ok := ov.certInsteadOfSASL[n.name]; ok && saslOn {
+				if on && n.tls.ClientCA == "" {
+					return fmt.Errorf("invalid value %q for --listener-client-certificate-instead-of-sasl: listener %s has no client CA to verify certificates with: set --listener-tls-client-ca for it or --kafka-tls-client-ca", c.ListenerCertInsteadOfSASL, n.name)
+				}
+				n.certInsteadOfSASL = &on
+			}
 			n.ownTLS = n.tls != certs.Files{Cert: sec.KafkaTLSCert, Key: sec.KafkaTLSKey, ClientCA: sec.KafkaTLSClientCA}
 		}
 		if saslOn {
@@ -580,6 +615,7 @@ func (c *listenersConfig) gatewayListeners(shared *certs.Reloader, log *slog.Log
 				l.PlainUsers = func(u string) (string, bool) { p, ok := users[u]; return p, ok }
 			}
 			l.FailureDelay, l.SessionLifetime, l.OAuthRules = n.failureDelay, n.maxReauth, n.oauthRules
+			l.CertificateInsteadOfSASL = n.certInsteadOfSASL
 			if n.oauthJWKS != "" {
 				l.OAuthKeys = keySetFile(n.oauthJWKS, log.With("listener", n.name))
 			}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,12 @@ func TestSecurityFlagsInvalidValuesNameTheFlag(t *testing.T) {
 			"--sasl-enabled-mechanisms", "OAUTHBEARER", "--listener-sasl-oauthbearer-jwks-file", "EXT:" + jwks}, "OAUTHBEARER on listener INT needs --sasl-oauthbearer-jwks-file or --listener-sasl-oauthbearer-jwks-file for INT"},
 		{"listener negative clock skew", append(twoListeners(file), "--listener-sasl-oauthbearer-clock-skew", "EXT:-1s"), "--listener-sasl-oauthbearer-clock-skew"},
 		{"certificate instead of SASL without a client CA", []string{"--client-certificate-instead-of-sasl", "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", file}, "--client-certificate-instead-of-sasl"},
+		{"listener certificate instead of SASL not a bool", append(twoListeners(file), "--kafka-tls-client-ca", file, "--listener-client-certificate-instead-of-sasl", "EXT:yes please"), "--listener-client-certificate-instead-of-sasl"},
+		{"listener certificate instead of SASL without listeners", []string{"--listener-client-certificate-instead-of-sasl", "EXT:true"}, "--listeners"},
+		{"listener certificate instead of SASL for an unknown listener", append(twoListeners(file), "--kafka-tls-client-ca", file, "--listener-client-certificate-instead-of-sasl", "OTHER:true"), "no listener OTHER"},
+		{"listener certificate instead of SASL on a plaintext listener", append(twoListeners(file), "--listener-client-certificate-instead-of-sasl", "INT:true"), "--listener-client-certificate-instead-of-sasl"},
+		{"listener certificate instead of SASL without a client CA", append(twoListeners(file), "--listener-client-certificate-instead-of-sasl", "EXT:true"), "--listener-client-certificate-instead-of-sasl"},
+		{"listener certificate instead of SASL with client auth none", append(twoListeners(file), "--kafka-tls-client-ca", file, "--listener-tls-client-auth", "EXT:none", "--listener-client-certificate-instead-of-sasl", "EXT:true"), "--listener-client-certificate-instead-of-sasl"},
 		{"raft tls without ca", []string{"--raft-tls-cert", file, "--raft-tls-key", file}, "--raft-tls-ca"},
 		{"raft tls missing key file", []string{"--raft-tls-cert", file, "--raft-tls-key", "/no/such.pem", "--raft-tls-ca", file}, "--raft-tls-key"},
 		{"super user not a principal", []string{"--authorizer", "--super-users", "User:admin;alice"}, "--super-users"},
@@ -570,6 +577,53 @@ func TestClientCertificateInsteadOfSASL(t *testing.T) {
 			t.Errorf("--client-certificate-instead-of-sasl=%v: gateway has %v", on, gc.SASL.CertificateInsteadOfSASL)
 		}
 	}
+}
+
+// TestListenerClientCertificateInsteadOfSASL: each SASL_SSL listener takes
+// its own --listener-client-certificate-instead-of-sasl value, the others
+// none (the gateway then applies --client-certificate-instead-of-sasl).
+func TestListenerClientCertificateInsteadOfSASL(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, ca := testCerts(t, dir, "node-1")
+	users := filepath.Join(dir, "users")
+	os.WriteFile(users, []byte("admin:secret\n"), 0o600)
+	base := []string{"--kafka-listener-name", "A", "--listeners", "B://127.0.0.1:9093,C://127.0.0.1:9094,D://127.0.0.1:9095",
+		"--listener-security-protocol-map", "A:SASL_SSL,B:SASL_SSL,C:SASL_SSL,D:SSL",
+		"--kafka-tls-cert", cert, "--kafka-tls-key", key, "--kafka-tls-client-ca", ca,
+		"--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want map[string]*bool // by listener; nil: the shared setting
+	}{
+		{nil, nil, map[string]*bool{"A": nil, "B": nil, "C": nil, "D": nil}},
+		{[]string{"--listener-client-certificate-instead-of-sasl", "A:true,b:False"}, nil, map[string]*bool{"A": ptr(true), "B": ptr(false), "C": nil, "D": nil}},
+		{[]string{"--client-certificate-instead-of-sasl"}, []string{"KGATE_LISTENER_CLIENT_CERTIFICATE_INSTEAD_OF_SASL", "C:0"}, map[string]*bool{"A": nil, "B": nil, "C": ptr(false), "D": nil}},
+	} {
+		c, err := parseConfig(append(slices.Clone(base), tc.args...), env(tc.env...))
+		if err != nil {
+			t.Fatalf("%v %v: %v", tc.args, tc.env, err)
+		}
+		ls, _, err := c.listenersConfig.gatewayListeners(reloader(t, certs.Files{Cert: cert, Key: key, ClientCA: ca}), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			got, want := l.CertificateInsteadOfSASL, tc.want[l.Name]
+			if (got == nil) != (want == nil) || got != nil && *got != *want {
+				t.Errorf("%v %v: listener %s has %v, want %v", tc.args, tc.env, l.Name, fmtBool(got), fmtBool(want))
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func fmtBool(b *bool) string {
+	if b == nil {
+		return "the shared setting"
+	}
+	return strconv.FormatBool(*b)
 }
 
 // writeJWKS writes a key set of one fresh RSA key to dir/name.json.
