@@ -70,14 +70,21 @@ func newHarnessOn(t *testing.T, srv *iggytest.Server, mutate ...func(*Config)) *
 	return h
 }
 
+// harnessTimeout is the harness's request timeout, Iggy's and the
+// backend's.
+const harnessTimeout = 10 * time.Second
+
 // newHarnessAt runs a backend against any Iggy server (h.srv stays nil).
 func newHarnessAt(t testing.TB, addr, user, pass string, mutate ...func(*Config)) *harness {
 	t.Helper()
 	var pid int64
 	var pidMu sync.Mutex
+	// Timeouts far above what a request takes, so that a loaded machine
+	// (race detector, two cores shared with other tests) does not time out
+	// a produce of a few hundred kilobytes; a test of timeouts sets its own.
 	cfg := Config{
 		Client: iggy.NewClient(iggy.Options{Addr: addr, Username: user, Password: pass,
-			DialTimeout: time.Second, RequestTimeout: time.Second}, 4),
+			DialTimeout: time.Second, RequestTimeout: harnessTimeout}, 4),
 		Stream: "kafka",
 		Nodes:  &fakeNodes{self: 1, ids: []int32{1}},
 		InitProducerID: func(context.Context) (int64, int16, error) {
@@ -88,7 +95,7 @@ func newHarnessAt(t testing.TB, addr, user, pass string, mutate ...func(*Config)
 		},
 		PollInterval:    20 * time.Millisecond,
 		RefreshInterval: 50 * time.Millisecond,
-		RequestTimeout:  time.Second,
+		RequestTimeout:  harnessTimeout,
 	}
 	for _, m := range mutate {
 		m(&cfg)
