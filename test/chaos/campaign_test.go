@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"sort"
@@ -492,7 +493,17 @@ faults:
 		}
 	}
 	w.mu.Unlock()
-	report := summarize(w, done, anomalies, c.nw.Unknown())
+	unknown := c.nw.Unknowns()
+	report := summarize(w, done, anomalies, unknown)
+	for why, n := range unknown.Why {
+		// A live process that is no node dialling the nodes' proxies is
+		// the harness's own fault (a node's earlier process still running,
+		// say): its bytes would pass links the nemesis believes it cut
+		// whenever none of its target's links was down.
+		if strings.HasPrefix(why, NoNode) {
+			t.Errorf("%d proxy connections of an unknown sender: %s", n, why)
+		}
+	}
 	t.Log("\n" + report)
 	fmt.Println(report)
 	if len(done) < n {
@@ -503,7 +514,7 @@ faults:
 // summarize is the campaign's table: per fault kind, how many, failover
 // while the fault held and recovery after the heal (p50 and max), and
 // members the group lost; then the history's totals and anomalies.
-func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string {
+func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown UnknownSenders) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-20s %5s %6s %13s %13s %13s %13s %13s %5s\n", "fault", "count", "leader",
 		"failover p50", "failover max", "recovery p50", "recovery max", "formed p50", "lost")
@@ -564,7 +575,12 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string
 		fmt.Fprintf(&b, "  %d sends failed with: %s\n", n, e)
 	}
 	fmt.Fprintf(&b, "rebalance events: %d, %d with the member's generation, %d with the SyncGroup's node; minority windows: %d\n", rebalances, withGen, withCoord, windows)
-	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d\n", w.lost.Load(), unknown)
+	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d (%d refused, %d closed: a link of their node was down)\n",
+		w.lost.Load(), unknown.Total, unknown.Refused, unknown.Closed)
+	whys := slices.Sorted(maps.Keys(unknown.Why))
+	for _, why := range whys {
+		fmt.Fprintf(&b, "  %d: %s\n", unknown.Why[why], why)
+	}
 	fmt.Fprintf(&b, "anomalies: %d %v\n", len(anomalies), Summary(anomalies))
 	return b.String()
 }
