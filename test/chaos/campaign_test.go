@@ -86,6 +86,9 @@ type fault struct {
 	// producer and reader progressing again; formed: to every node ready
 	// and seeing every other as an alive voter.
 	recovery, formed time.Duration
+	// from, to: the fault's start and its recovery (the workload and the
+	// cluster back), the window its operations are counted in.
+	from, to time.Time
 }
 
 // TestChaos runs the fault campaign against three kgate nodes: a workload
@@ -393,6 +396,7 @@ faults:
 			break
 		}
 		f.formed = formed
+		f.from, f.to = start, heal.Add(max(f.recovery, formed))
 		if kind == crashSnapshot {
 			if left := unfinishedSnapshots(c.node(f.target).dataDir); len(left) > 0 {
 				t.Errorf("fault %d: node %d restarted and kept the snapshot the kill left unfinished: %v", i, f.target, left)
@@ -511,19 +515,48 @@ faults:
 	}
 }
 
+// opsIn counts, for each fault, the operations (records acknowledged and
+// records read) inside its window, from its start to its recovery.
+func opsIn(h *History, fs []fault) []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := make([]int, len(fs))
+	in := func(at time.Time) {
+		for i, f := range fs {
+			if !at.Before(f.from) && !at.After(f.to) {
+				n[i]++
+			}
+		}
+	}
+	for _, p := range h.Produces {
+		if p.Acked {
+			in(p.At)
+		}
+	}
+	for _, r := range h.Reads {
+		in(r.At)
+	}
+	return n
+}
+
 // summarize is the campaign's table: per fault kind, how many, failover
 // while the fault held and recovery after the heal (p50 and max), and
 // members the group lost; then the history's totals and anomalies.
 func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown UnknownSenders) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-20s %5s %6s %13s %13s %13s %13s %13s %5s\n", "fault", "count", "leader",
-		"failover p50", "failover max", "recovery p50", "recovery max", "formed p50", "lost")
+	fmt.Fprintf(&b, "%-20s %5s %6s %7s %13s %13s %13s %13s %13s %13s %5s\n", "fault", "count", "leader", "ops",
+		"failover p50", "failover max", "recovery p50", "recovery p99", "recovery max", "formed p50", "lost")
 	w.mu.Lock()
 	lostBy := map[string]int{}
 	for i, f := range fs {
 		lostBy[f.kind] += w.lostBy[int64(i)]
 	}
 	w.mu.Unlock()
+	ops := opsIn(w.h, fs)
+	opsBy := map[string]int{}
+	for i, f := range fs {
+		opsBy[f.kind] += ops[i]
+	}
 	for _, k := range allKinds {
 		var fo, rec, form []time.Duration
 		count, leader := 0, 0
@@ -544,9 +577,16 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown UnknownSend
 		if count == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%-20s %5d %6d %13s %13s %13s %13s %13s %5d\n", k, count, leader,
-			quantile(fo, 0.5), quantile(fo, 1), quantile(rec, 0.5), quantile(rec, 1), quantile(form, 0.5), lostBy[k])
+		fmt.Fprintf(&b, "%-20s %5d %6d %7d %13s %13s %13s %13s %13s %13s %5d\n", k, count, leader, opsBy[k],
+			quantile(fo, 0.5), quantile(fo, 1), quantile(rec, 0.5), quantile(rec, 0.99), quantile(rec, 1), quantile(form, 0.5), lostBy[k])
 	}
+	// One line a fault, for adding runs up (docs/reliability.md).
+	w.mu.Lock()
+	for i, f := range fs {
+		fmt.Fprintf(&b, "per-fault %d %s leader=%v hold=%dms failover=%dms recovery=%dms formed=%dms ops=%d lost=%d\n", i, f.kind, f.wasLeader,
+			f.hold.Milliseconds(), f.failover.Milliseconds(), f.recovery.Milliseconds(), f.formed.Milliseconds(), ops[i], w.lostBy[int64(i)])
+	}
+	w.mu.Unlock()
 	w.h.mu.Lock()
 	acked, failed := 0, 0
 	errs := map[string]int{}
