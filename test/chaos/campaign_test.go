@@ -486,7 +486,11 @@ faults:
 	for i, f := range done {
 		for _, why := range w.lostWhy[int64(i)] {
 			what := fmt.Sprintf("fault %d (%s, node %d, side %v, the leader: %v): a group member lost its partitions", i, f.kind, f.target, f.side, f.wasLeader)
-			switch gone := c.departedIn(why); {
+			by := f.to
+			if by.IsZero() { // the fault did not recover
+				by = time.Now()
+			}
+			switch gone := c.departedIn(why, by); {
 			case gone != 0:
 				t.Logf("%s after its client dialled node %d, which had left: %s", what, gone, why)
 			case f.kind == isolateLeader || f.kind == isolateFollower || f.kind == bridge || f.kind == flap || f.kind == blackHole || f.kind == churn || f.kind == fullDisk:

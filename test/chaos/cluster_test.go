@@ -61,6 +61,7 @@ type node struct {
 	dataDir, logPath           string
 	args                       []string
 	disk                       *smallDisk // with cluster.smallDisks
+	left                       time.Time  // when it left the cluster (churn)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
