@@ -22,8 +22,9 @@ var (
 	nodesFlag  = flag.Int("nodes", 3, "cluster size: 3 or 5")
 	// One client per group member: franz-go (in this process), java or
 	// librdkafka (test/clients programs, each in a process of its own).
-	clientsFlag = flag.String("clients", "", "the group members' clients, comma-separated, one a member: franz-go, java, librdkafka (default: three franz-go)")
-	txnFlag     = flag.Bool("txn", true, "run the transactional workload beside the main one (txn_workload_test.go)")
+	clientsFlag  = flag.String("clients", "", "the group members' clients, comma-separated, one a member: franz-go, java, librdkafka (default: three franz-go)")
+	portBaseFlag = flag.Int("port-base", 0, "the first of 1000 ports the nodes listen on, below the kernel's ephemeral ports; 0: a random thousand of 20000-31999")
+	txnFlag      = flag.Bool("txn", true, "run the transactional workload beside the main one (txn_workload_test.go)")
 )
 
 // Fault kinds.
