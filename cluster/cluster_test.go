@@ -938,3 +938,28 @@ func TestLeaderListedWhileGossipHoldsItFailed(t *testing.T) {
 	}
 	gossipOf(t, leader).isolated.Store(false)
 }
+
+// A node whose gossip holds every other node failed (the leader here, its
+// gossip cut off while Raft still reaches the followers) still lists a
+// majority of the voters among the brokers: a client that took a Metadata
+// answer naming this node alone knew no other broker once this node left
+// (seed 1796468115103236564, fault 42 of the fault campaign: a franz-go
+// member that could not rejoin for minutes).
+func TestBrokersNameAMajorityWhileGossipHoldsTheOthersFailed(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RejoinInterval = time.Hour })
+	leader := leaderAmong(t, c.nodes)
+	rest := without(c.nodes, leader)
+	isolateGossip(t, leader, rest)
+	eventually(t, 20*time.Second, "the leader's gossip holds the others failed", func() error {
+		for _, o := range rest {
+			if m, _ := memberState(leader, o.id); m.GossipState == "alive" {
+				return fmt.Errorf("node %d: gossip state %q", o.id, m.GossipState)
+			}
+		}
+		return nil
+	})
+	if got := leader.n.Brokers(); len(got) < 2 {
+		t.Fatalf("brokers %+v: fewer than a majority of the three voters", got)
+	}
+	gossipOf(t, leader).isolated.Store(false)
+}

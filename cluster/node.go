@@ -684,8 +684,47 @@ func (n *Node) Brokers() []NodeInfo {
 		}
 		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
 	}
+	out = n.atLeastAMajority(out, lost)
 	sortNodes(out)
 	return out
+}
+
+// atLeastAMajority adds to brokers, while they are fewer than a majority
+// of the Raft voters, the voters gossip holds failed (the lost leader
+// last). Clients replace their broker list with each Metadata answer (the
+// Java client until its next refresh, minutes away; franz-go until an
+// error sends it back to its seeds): an answer naming this node alone,
+// as a node gossip has cut off from the others gives, strands a client
+// once this node goes, with nothing but seeds that may have left long
+// ago. Kafka lists every broker until its controller fences it.
+func (n *Node) atLeastAMajority(brokers []NodeInfo, lost int32) []NodeInfo {
+	voters := n.Voters()
+	need := len(voters)/2 + 1
+	if len(brokers) >= need {
+		return brokers
+	}
+	listed := map[int32]bool{}
+	for _, b := range brokers {
+		listed[b.ID] = true
+	}
+	isVoter := map[int32]bool{}
+	for _, v := range voters {
+		isVoter[v.ID] = true
+	}
+	members := n.gossip.snapshot()
+	for _, pass := range []bool{false, true} { // the lost leader only in the second pass
+		for _, m := range members {
+			if len(brokers) >= need {
+				return brokers
+			}
+			if !isVoter[m.meta.ID] || listed[m.meta.ID] || (m.meta.ID == lost) != pass || m.meta.KafkaAddr == "" {
+				continue
+			}
+			listed[m.meta.ID] = true
+			brokers = append(brokers, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
+		}
+	}
+	return brokers
 }
 
 // LiveNodes lists this node and every node gossip sees alive, by node id,

@@ -40,8 +40,10 @@ type conn struct {
 	encoding time.Duration
 	// unanswered counts requests begun (their size read) and not yet
 	// answered (flushed, or needing no answer); answered counts answers
-	// flushed. A stopping server closes the connection once it has
-	// answered something and nothing is pending (Server.drain).
+	// flushed to requests other than the connection's set-up (ApiVersions,
+	// SASL), which clients read before they count a request as answered.
+	// A stopping server closes the connection once it has answered such a
+	// request and nothing is pending (Server.drain).
 	unanswered, answered atomic.Int64
 	// stopping ends when the server stops: handlers then stop waiting
 	// (long polls, waits for a leader) and answer with what they have, so
@@ -503,6 +505,7 @@ func (c *conn) write(ctx context.Context, q *answerQueue) bool {
 		return wb
 	}
 	var buffered int64 // answers written to wb since the last flush
+	var settling int64 // of them, answers to requests past the set-up
 	flush := func() error {
 		if wb != nil {
 			if err := wb.bw.Flush(); err != nil {
@@ -514,9 +517,9 @@ func (c *conn) write(ctx context.Context, q *answerQueue) bool {
 		if err := flushTLS(c.nc); err != nil {
 			return err
 		}
-		c.answered.Add(buffered)
+		c.answered.Add(settling)
 		c.unanswered.Add(-buffered)
-		buffered = 0
+		buffered, settling = 0, 0
 		return nil
 	}
 	for {
@@ -607,12 +610,27 @@ func (c *conn) write(ctx context.Context, q *answerQueue) bool {
 			return false
 		}
 		buffered++
+		if !setUp(p.hdr.Key) {
+			settling++
+		}
 		if len(q.ch) == 0 {
 			if err := flush(); err != nil {
 				return false
 			}
 		}
 	}
+}
+
+// setUp reports the APIs of a connection's set-up: franz-go reads their
+// answers before it counts any request on the connection as answered, and
+// fails a request (a produce, say) that is the first after them when the
+// connection then closes cleanly, where it retries after a later one.
+func setUp(key int16) bool {
+	switch key {
+	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
+		return true
+	}
+	return false
 }
 
 // cutOffMinAge is the least time a connection is open before a cut-off

@@ -340,12 +340,18 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // drain closes each connection once it has answered every request it read,
-// and at least one: a client whose first request on a connection gets no
-// answer cannot tell whether it took effect, and franz-go fails it rather
-// than retry (a connection that answered before is retried on EOF). A
-// connection opened just before the stop thus gets its first answer
-// (after a leave: NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, the new
-// leader's metadata). It returns when none is left or after StopDrain.
+// and at least one past the connection's set-up (ApiVersions, SASL): a
+// client whose first request after the set-up gets no answer cannot tell
+// whether it took effect, and franz-go fails it rather than retry (a
+// connection that answered one before is retried on EOF). A connection
+// opened just before the stop thus gets its first answer (after a leave:
+// NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, the new leader's metadata; on
+// a full disk KAFKA_STORAGE_ERROR). Kafka's controlled shutdown serves the
+// same way, with its partitions led elsewhere, before it closes every
+// connection (SocketServer.stopProcessingRequests drops what it has not
+// answered). After StopDrain the connections left are closed, those
+// without an answer past the set-up with a reset, which franz-go retries
+// on another broker where it does not retry a clean close.
 func (s *Server) drain() {
 	deadline := time.Now().Add(s.cfg.StopDrain)
 	for {
@@ -356,6 +362,13 @@ func (s *Server) drain() {
 				c.nc.Close()
 			} else {
 				left++
+			}
+		}
+		if left > 0 && time.Now().After(deadline) {
+			for c := range s.conns {
+				if tc := tcpConnOf(c.nc); tc != nil && c.answered.Load() == 0 {
+					tc.SetLinger(0)
+				}
 			}
 		}
 		s.mu.Unlock()

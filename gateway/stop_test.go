@@ -48,6 +48,7 @@ func TestStopAnswersWhatConnectionsSent(t *testing.T) {
 	createTopic(t, n.addr, "quiet", 1, nil)
 	used := dialRaw(t, n.addr)
 	used.do(kmsg.NewPtrApiVersionsRequest())
+	used.do(kmsg.NewPtrMetadataRequest())
 	fresh := dialRaw(t, n.addr) // nothing sent yet
 	polling := dialRaw(t, n.addr)
 	pollCorr := polling.send(fetchReq("quiet", 0, 0, 30000, 1, 1<<20))
@@ -57,11 +58,8 @@ func TestStopAnswersWhatConnectionsSent(t *testing.T) {
 	n.stop()
 	expectClosed(t, used.nc)
 
-	corr := fresh.send(kmsg.NewPtrApiVersionsRequest())
-	resp := fresh.recv(corr, kmsg.NewPtrApiVersionsRequest())
-	if code := resp.(*kmsg.ApiVersionsResponse).ErrorCode; code != 0 {
-		t.Fatalf("ApiVersions error %d", code)
-	}
+	corr := fresh.send(kmsg.NewPtrMetadataRequest())
+	fresh.recv(corr, kmsg.NewPtrMetadataRequest())
 	expectClosed(t, fresh.nc)
 
 	fetch := polling.recv(pollCorr, fetchReq("quiet", 0, 0, 30000, 1, 1<<20)).(*kmsg.FetchResponse)
@@ -69,4 +67,38 @@ func TestStopAnswersWhatConnectionsSent(t *testing.T) {
 		t.Fatalf("parked fetch answered with error %d and %d bytes, want an empty answer", p.ErrorCode, len(p.RecordBatches))
 	}
 	expectClosed(t, polling.nc)
+}
+
+// A connection whose only answer so far is ApiVersions is a fresh one to
+// its client: franz-go reads that answer during the connection's set-up
+// and counts no request as answered, so a close before its next request
+// is answered fails that request ("broker closed the connection
+// immediately after a request was issued") instead of retrying it, and
+// that request is usually a produce. A stopping node answers it first (a
+// real answer here, where the node still leads; NOT_LEADER_OR_FOLLOWER
+// after a leave; KAFKA_STORAGE_ERROR on a full disk).
+func TestStopAnswersTheRequestAfterApiVersions(t *testing.T) {
+	n := startNode(t, nil)
+	createTopic(t, n.addr, "drain", 1, nil)
+	used := dialRaw(t, n.addr)
+	used.do(kmsg.NewPtrApiVersionsRequest())
+	used.do(kmsg.NewPtrMetadataRequest())
+	fresh := dialRaw(t, n.addr)
+	fresh.do(kmsg.NewPtrApiVersionsRequest())
+	waitGauge(t, n, "kgate_kafka_connections", 2)
+
+	n.stop()
+	// The drain closes every connection it may at once: once the used one
+	// is closed, the fresh one would have been too.
+	expectClosed(t, used.nc)
+
+	p := produceRaw(t, fresh, "drain", testBatch(t, 3))
+	if p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce after the stop: error %d, base offset %d; want 0 at offset 0", p.ErrorCode, p.BaseOffset)
+	}
+	expectClosed(t, fresh.nc)
+	// Acknowledged means stored.
+	if _, end, err := n.backend.Offsets(testCtx(t), "drain", 0); err != nil || end != 3 {
+		t.Fatalf("log end %d (%v) after the acknowledged produce, want 3", end, err)
+	}
 }

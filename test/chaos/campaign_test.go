@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"sort"
@@ -21,8 +22,9 @@ var (
 	nodesFlag  = flag.Int("nodes", 3, "cluster size: 3 or 5")
 	// One client per group member: franz-go (in this process), java or
 	// librdkafka (test/clients programs, each in a process of its own).
-	clientsFlag = flag.String("clients", "", "the group members' clients, comma-separated, one a member: franz-go, java, librdkafka (default: three franz-go)")
-	txnFlag     = flag.Bool("txn", true, "run the transactional workload beside the main one (txn_workload_test.go)")
+	clientsFlag  = flag.String("clients", "", "the group members' clients, comma-separated, one a member: franz-go, java, librdkafka (default: three franz-go)")
+	portBaseFlag = flag.Int("port-base", 0, "the first of 1000 ports the nodes listen on, below the kernel's ephemeral ports; 0: a random thousand of 20000-31999")
+	txnFlag      = flag.Bool("txn", true, "run the transactional workload beside the main one (txn_workload_test.go)")
 )
 
 // Fault kinds.
@@ -85,6 +87,9 @@ type fault struct {
 	// producer and reader progressing again; formed: to every node ready
 	// and seeing every other as an alive voter.
 	recovery, formed time.Duration
+	// from, to: the fault's start and its recovery (the workload and the
+	// cluster back), the window its operations are counted in.
+	from, to time.Time
 }
 
 // TestChaos runs the fault campaign against three kgate nodes: a workload
@@ -392,6 +397,7 @@ faults:
 			break
 		}
 		f.formed = formed
+		f.from, f.to = start, heal.Add(max(f.recovery, formed))
 		if kind == crashSnapshot {
 			if left := unfinishedSnapshots(c.node(f.target).dataDir); len(left) > 0 {
 				t.Errorf("fault %d: node %d restarted and kept the snapshot the kill left unfinished: %v", i, f.target, left)
@@ -481,7 +487,11 @@ faults:
 	for i, f := range done {
 		for _, why := range w.lostWhy[int64(i)] {
 			what := fmt.Sprintf("fault %d (%s, node %d, side %v, the leader: %v): a group member lost its partitions", i, f.kind, f.target, f.side, f.wasLeader)
-			switch gone := c.departedIn(why); {
+			by := f.to
+			if by.IsZero() { // the fault did not recover
+				by = time.Now()
+			}
+			switch gone := c.departedIn(why, by); {
 			case gone != 0:
 				t.Logf("%s after its client dialled node %d, which had left: %s", what, gone, why)
 			case f.kind == isolateLeader || f.kind == isolateFollower || f.kind == bridge || f.kind == flap || f.kind == blackHole || f.kind == churn || f.kind == fullDisk:
@@ -492,7 +502,17 @@ faults:
 		}
 	}
 	w.mu.Unlock()
-	report := summarize(w, done, anomalies, c.nw.Unknown())
+	unknown := c.nw.Unknowns()
+	report := summarize(w, done, anomalies, unknown)
+	for why, n := range unknown.Why {
+		// A live process that is no node dialling the nodes' proxies is
+		// the harness's own fault (a node's earlier process still running,
+		// say): its bytes would pass links the nemesis believes it cut
+		// whenever none of its target's links was down.
+		if strings.HasPrefix(why, NoNode) {
+			t.Errorf("%d proxy connections of an unknown sender: %s", n, why)
+		}
+	}
 	t.Log("\n" + report)
 	fmt.Println(report)
 	if len(done) < n {
@@ -500,19 +520,48 @@ faults:
 	}
 }
 
+// opsIn counts, for each fault, the operations (records acknowledged and
+// records read) inside its window, from its start to its recovery.
+func opsIn(h *History, fs []fault) []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := make([]int, len(fs))
+	in := func(at time.Time) {
+		for i, f := range fs {
+			if !at.Before(f.from) && !at.After(f.to) {
+				n[i]++
+			}
+		}
+	}
+	for _, p := range h.Produces {
+		if p.Acked {
+			in(p.At)
+		}
+	}
+	for _, r := range h.Reads {
+		in(r.At)
+	}
+	return n
+}
+
 // summarize is the campaign's table: per fault kind, how many, failover
 // while the fault held and recovery after the heal (p50 and max), and
 // members the group lost; then the history's totals and anomalies.
-func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string {
+func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown UnknownSenders) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-20s %5s %6s %13s %13s %13s %13s %13s %5s\n", "fault", "count", "leader",
-		"failover p50", "failover max", "recovery p50", "recovery max", "formed p50", "lost")
+	fmt.Fprintf(&b, "%-20s %5s %6s %7s %13s %13s %13s %13s %13s %13s %5s\n", "fault", "count", "leader", "ops",
+		"failover p50", "failover max", "recovery p50", "recovery p99", "recovery max", "formed p50", "lost")
 	w.mu.Lock()
 	lostBy := map[string]int{}
 	for i, f := range fs {
 		lostBy[f.kind] += w.lostBy[int64(i)]
 	}
 	w.mu.Unlock()
+	ops := opsIn(w.h, fs)
+	opsBy := map[string]int{}
+	for i, f := range fs {
+		opsBy[f.kind] += ops[i]
+	}
 	for _, k := range allKinds {
 		var fo, rec, form []time.Duration
 		count, leader := 0, 0
@@ -533,9 +582,16 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string
 		if count == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%-20s %5d %6d %13s %13s %13s %13s %13s %5d\n", k, count, leader,
-			quantile(fo, 0.5), quantile(fo, 1), quantile(rec, 0.5), quantile(rec, 1), quantile(form, 0.5), lostBy[k])
+		fmt.Fprintf(&b, "%-20s %5d %6d %7d %13s %13s %13s %13s %13s %13s %5d\n", k, count, leader, opsBy[k],
+			quantile(fo, 0.5), quantile(fo, 1), quantile(rec, 0.5), quantile(rec, 0.99), quantile(rec, 1), quantile(form, 0.5), lostBy[k])
 	}
+	// One line a fault, for adding runs up (docs/reliability.md).
+	w.mu.Lock()
+	for i, f := range fs {
+		fmt.Fprintf(&b, "per-fault %d %s leader=%v hold=%dms failover=%dms recovery=%dms formed=%dms ops=%d lost=%d\n", i, f.kind, f.wasLeader,
+			f.hold.Milliseconds(), f.failover.Milliseconds(), f.recovery.Milliseconds(), f.formed.Milliseconds(), ops[i], w.lostBy[int64(i)])
+	}
+	w.mu.Unlock()
 	w.h.mu.Lock()
 	acked, failed := 0, 0
 	errs := map[string]int{}
@@ -564,7 +620,12 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown int) string
 		fmt.Fprintf(&b, "  %d sends failed with: %s\n", n, e)
 	}
 	fmt.Fprintf(&b, "rebalance events: %d, %d with the member's generation, %d with the SyncGroup's node; minority windows: %d\n", rebalances, withGen, withCoord, windows)
-	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d\n", w.lost.Load(), unknown)
+	fmt.Fprintf(&b, "members that lost partitions: %d; proxy connections from an unknown sender: %d (%d refused, %d closed: a link of their node was down)\n",
+		w.lost.Load(), unknown.Total, unknown.Refused, unknown.Closed)
+	whys := slices.Sorted(maps.Keys(unknown.Why))
+	for _, why := range whys {
+		fmt.Fprintf(&b, "  %d: %s\n", unknown.Why[why], why)
+	}
 	fmt.Fprintf(&b, "anomalies: %d %v\n", len(anomalies), Summary(anomalies))
 	return b.String()
 }

@@ -74,6 +74,7 @@ func (c *cluster) leave(id int) error {
 		return err
 	}
 	c.nodes = slices.DeleteFunc(c.nodes, func(o *node) bool { return o == nd })
+	nd.left = time.Now()
 	c.gone = append(c.gone, nd)
 	c.nw.Forget(id)
 	return nil
@@ -111,10 +112,14 @@ func (c *cluster) joinFresh(via int) *node {
 	return nd
 }
 
-// departedIn returns a node that left whose Kafka address s names (0:
-// none).
-func (c *cluster) departedIn(s string) int {
+// departedIn returns a node that had left by the time by whose Kafka
+// address s names (0: none). A node that left later was a member when
+// the client dialled it: a loss at that address is no departed node's.
+func (c *cluster) departedIn(s string, by time.Time) int {
 	for _, nd := range c.gone {
+		if nd.left.After(by) {
+			continue // it left later: its address named a member then
+		}
 		for rest := s; ; {
 			i := strings.Index(rest, nd.kafka)
 			if i < 0 {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +49,9 @@ type cluster struct {
 	dir   string  // data and logs, kept when the test fails
 	http  *http.Client
 	used  map[string]bool // addresses handed out
+	// ports: the nodes' listening ports come from [portFirst, portFirst+
+	// portCount), portNext the next to try (freeAddr).
+	portFirst, portNext int
 	// smallDisks: each node's data directory is a tmpfs of its own, for
 	// the full-disk kind (disk_test.go).
 	smallDisks bool
@@ -61,6 +65,7 @@ type node struct {
 	dataDir, logPath           string
 	args                       []string
 	disk                       *smallDisk // with cluster.smallDisks
+	left                       time.Time  // when it left the cluster (churn)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -111,7 +116,7 @@ func (c *cluster) newNode(id int) *node {
 	t := c.t
 	nd := &node{c: c, id: id, dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", id)),
 		logPath: filepath.Join(c.dir, fmt.Sprintf("node%d.log", id))}
-	nd.kafka, nd.raft, nd.gossip, nd.admin = freeAddr(t, c.used), freeAddr(t, c.used), freeAddr(t, c.used), freeAddr(t, c.used)
+	nd.kafka, nd.raft, nd.gossip, nd.admin = c.freeAddr(), c.freeAddr(), c.freeAddr(), c.freeAddr()
 	var err error
 	if nd.raftProxy, err = c.nw.Listen(id, nd.raft, false); err != nil {
 		t.Fatal(err)
@@ -493,27 +498,48 @@ func pollUntil(limit time.Duration, f func() error) error {
 	}
 }
 
-// freeAddr is a loopback address free for TCP and UDP, not in used.
-func freeAddr(t *testing.T, used map[string]bool) string {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+// portCount is how many ports a campaign's nodes may listen on.
+const portCount = 1000
+
+// freeAddr is a loopback address free for TCP and UDP, not handed out
+// before. Its port is below the kernel's ephemeral ports
+// (ip_local_port_range, 32768-60999 by default): a port the harness found
+// free there could be taken, before the node bound it or while a killed
+// node was down, as the source port of any outgoing connection, and the
+// node's start failed with "address already in use" (a churn's fresh node,
+// seed 1796467775035433492, fault 66).
+func (c *cluster) freeAddr() string {
+	c.t.Helper()
+	if c.portFirst == 0 {
+		c.portFirst = *portBaseFlag
+		if c.portFirst == 0 {
+			c.portFirst = 20000 + rand.Intn(12)*portCount // 20000-31999
 		}
-		addr := l.Addr().String()
+		c.portNext = c.portFirst
+	}
+	for range portCount {
+		port := c.portNext
+		if c.portNext++; c.portNext == c.portFirst+portCount {
+			c.portNext = c.portFirst
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if c.used[addr] {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", addr)
 		l.Close()
 		if err != nil {
 			continue
 		}
 		u.Close()
-		if !used[addr] {
-			used[addr] = true
-			return addr
-		}
+		c.used[addr] = true
+		return addr
 	}
-	t.Fatal("no free TCP+UDP port on 127.0.0.1")
+	c.t.Fatalf("no free TCP+UDP port on 127.0.0.1 in %d-%d", c.portFirst, c.portFirst+portCount-1)
 	return ""
 }
 

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strconv"
@@ -38,9 +39,14 @@ type Network struct {
 	conns   map[*proxyConn]bool
 	proxies []*Proxy
 
-	unknown int // connections whose sender was not found
-	dropped int // datagrams dropped on cut links
-	wg      sync.WaitGroup
+	// unknown counts connections whose sender was not found, by why
+	// (sender); refused and closed count those refused because a link of
+	// their target was down, and those open when one went down.
+	unknown                       int
+	unknownWhy                    map[string]int
+	unknownRefused, unknownClosed int
+	dropped                       int // datagrams dropped on cut links
+	wg                            sync.WaitGroup
 }
 
 // NewNetwork returns a network with every link up.
@@ -83,10 +89,42 @@ func (nw *Network) Cut(a, b int) {
 			drop = append(drop, c)
 		}
 	}
+	drop = append(drop, nw.unknownTo(a, b)...)
 	nw.mu.Unlock()
 	for _, c := range drop {
 		c.close()
 	}
+}
+
+// unknownTo takes the open connections of an unknown sender to a or b,
+// counted as closed: one of them may come from the far side of a link
+// going down, and unknown, it cannot be held or cut alone (nw.mu held).
+func (nw *Network) unknownTo(a, b int) []*proxyConn {
+	var drop []*proxyConn
+	for c := range nw.conns {
+		if c.from < 0 && (c.to == a || c.to == b) {
+			drop = append(drop, c)
+			delete(nw.conns, c)
+			nw.unknownClosed++
+		}
+	}
+	return drop
+}
+
+// linkDown reports whether a link of node is cut or black-holed (nw.mu
+// held).
+func (nw *Network) linkDown(node int) bool {
+	for k := range nw.cut {
+		if k[0] == node {
+			return true
+		}
+	}
+	for k := range nw.hole {
+		if k[0] == node {
+			return true
+		}
+	}
+	return false
 }
 
 // Split cuts every link between the nodes of side and the others of all.
@@ -122,8 +160,12 @@ func (nw *Network) Isolate(node int, others []int) {
 // as TCP's retransmissions would deliver it.
 func (nw *Network) BlackHole(a, b int) {
 	nw.mu.Lock()
-	defer nw.mu.Unlock()
 	nw.hole[[2]int{a, b}], nw.hole[[2]int{b, a}] = true, true
+	drop := nw.unknownTo(a, b)
+	nw.mu.Unlock()
+	for _, c := range drop {
+		c.close()
+	}
 }
 
 // Heal restores every link.
@@ -146,11 +188,47 @@ func (nw *Network) Unknown() int {
 	return nw.unknown
 }
 
+// UnknownSenders is what the proxies did with connections of an unknown
+// sender.
+type UnknownSenders struct {
+	Total int
+	// Why counts them by why the sender was not found.
+	Why map[string]int
+	// Refused were refused because a link of their target node was down
+	// (cut or black-holed); Closed were open when one went down. Neither
+	// can carry a byte across a down link, whoever sent them.
+	Refused, Closed int
+}
+
+// NoNode is the reason of connections whose dialling socket a live
+// process that is no node holds: something the harness does not know of
+// dials the nodes' proxies.
+const NoNode = "dialling socket held by a process that is no node"
+
+// Unknowns reports the connections of an unknown sender.
+func (nw *Network) Unknowns() UnknownSenders {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return UnknownSenders{Total: nw.unknown, Why: maps.Clone(nw.unknownWhy), Refused: nw.unknownRefused, Closed: nw.unknownClosed}
+}
+
 // Dropped is how many gossip datagrams cut links have dropped.
 func (nw *Network) Dropped() int {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
 	return nw.dropped
+}
+
+// refuseUnknown reports whether a connection of an unknown sender to node
+// is refused, and counts it.
+func (nw *Network) refuseUnknown(node int) bool {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	if nw.linkDown(node) {
+		nw.unknownRefused++
+		return true
+	}
+	return false
 }
 
 func (nw *Network) isCut(from, to int) bool {
@@ -271,6 +349,12 @@ func (p *Proxy) serve(in net.Conn) {
 		in.Close()
 		return
 	}
+	// An unknown sender may be on the far side of any down link of the
+	// target: refused then, as a cut link refuses.
+	if from < 0 && p.nw.refuseUnknown(p.to) {
+		in.Close()
+		return
+	}
 	// A connection made into a black hole reaches nobody until it heals:
 	// the far node sees nothing of it (as a dropped SYN would leave it).
 	if from >= 0 && !p.nw.passable(from, p.to, p.nw.closed) {
@@ -285,7 +369,7 @@ func (p *Proxy) serve(in net.Conn) {
 	c := &proxyConn{nw: p.nw, from: from, to: p.to, in: in, out: out, done: make(chan struct{})}
 	nw := p.nw
 	nw.mu.Lock()
-	if from >= 0 && nw.cut[[2]int{from, p.to}] { // cut while dialling
+	if (from >= 0 && nw.cut[[2]int{from, p.to}]) || (from < 0 && nw.linkDown(p.to)) { // cut while dialling
 		nw.mu.Unlock()
 		c.close()
 		return
@@ -365,14 +449,20 @@ func (c *proxyConn) copy(dst, src net.Conn, from, to int) {
 }
 
 // sender finds the node whose process holds the other end of an accepted
-// connection, or -1.
+// connection, or -1 (counted, with why, in unknownWhy).
 func (nw *Network) sender(c net.Conn) int {
 	ra, ok1 := c.RemoteAddr().(*net.TCPAddr)
 	la, ok2 := c.LocalAddr().(*net.TCPAddr)
 	if !ok1 || !ok2 {
 		return -1
 	}
-	inode, err := socketInode(ra, la)
+	// /proc/net/tcp is no snapshot: read while sockets come and go, it
+	// may skip one; look again before giving up.
+	inode, state, err := socketInode(ra, la)
+	for try := 0; err != nil && try < 2; try++ {
+		inode, state, err = socketInode(ra, la)
+	}
+	why := "dialling socket not in /proc/net/tcp (closed and reset)"
 	if err == nil {
 		nw.mu.Lock()
 		pids := make(map[int]int, len(nw.pids))
@@ -386,19 +476,53 @@ func (nw *Network) sender(c net.Conn) int {
 				return node
 			}
 		}
+		why = socketOwner(inode, state, want)
 	}
 	nw.mu.Lock()
 	nw.unknown++
+	if nw.unknownWhy == nil {
+		nw.unknownWhy = map[string]int{}
+	}
+	nw.unknownWhy[why]++
 	nw.mu.Unlock()
 	return -1
 }
 
-// socketInode finds in /proc/net/tcp the inode of the socket whose local
-// address is local and whose peer is remote.
-func socketInode(local, remote *net.TCPAddr) (string, error) {
+// tcpStates names the states of /proc/net/tcp's st column.
+var tcpStates = map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+	"05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+// socketOwner says why a dialling socket belongs to no node: its process
+// closed it (inode 0: no file descriptor is left), or another process
+// holds it, or nobody.
+func socketOwner(inode, state, want string) string {
+	st := tcpStates[state]
+	if st == "" {
+		st = state
+	}
+	if inode == "0" {
+		return "dialling socket closed by its process (" + st + ")"
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ownsSocket(pid, want) {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			return fmt.Sprintf("%s (%s, pid %d)", NoNode, strings.TrimSpace(string(comm)), pid)
+		}
+	}
+	return "dialling socket held by no process (" + st + ")"
+}
+
+// socketInode finds in /proc/net/tcp the inode and state of the socket
+// whose local address is local and whose peer is remote.
+func socketInode(local, remote *net.TCPAddr) (inode, state string, err error) {
 	f, err := os.Open("/proc/net/tcp")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer f.Close()
 	want := procAddr(local) + " " + procAddr(remote)
@@ -409,10 +533,10 @@ func socketInode(local, remote *net.TCPAddr) (string, error) {
 			continue
 		}
 		if fields[1]+" "+fields[2] == want {
-			return fields[9], nil
+			return fields[9], fields[3], nil
 		}
 	}
-	return "", fmt.Errorf("no socket %s in /proc/net/tcp", want)
+	return "", "", fmt.Errorf("no socket %s in /proc/net/tcp", want)
 }
 
 // procAddr spells an IPv4 address as /proc/net/tcp does: the address as a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -106,26 +107,56 @@ func TestNetworkCutAndHeal(t *testing.T) {
 	}
 }
 
-// TestNetworkUnknownSender: a connection from a process that is no node
-// passes and is counted.
+// TestNetworkUnknownSender: a connection from a process that is no node is
+// counted, with why; it passes while every link of its target is up, is
+// refused while one is down (cut or black-holed), and is closed when one
+// goes down: unknown, it could be from the far side of that link.
 func TestNetworkUnknownSender(t *testing.T) {
 	nw := NewNetwork()
 	defer nw.Close()
-	p, err := nw.Listen(2, echoServer(t), false)
+	to2, err := nw.Listen(2, echoServer(t), false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	to3, err := nw.Listen(3, echoServer(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open2 := dial(t, to2)
+	if err := roundTrip(open2); err != nil {
+		t.Fatalf("unknown sender, every link up: %v", err)
+	}
+	nw.Cut(1, 3)
+	if err := roundTrip(open2); err != nil {
+		t.Fatalf("unknown sender to node 2 after a cut of 1-3: %v", err)
+	}
+	if err := roundTrip(dial(t, to3)); err == nil {
+		t.Fatal("a new connection of an unknown sender to node 3, whose link 1-3 is cut, passes bytes")
 	}
 	nw.Cut(1, 2)
-	c, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
+	if err := roundTrip(open2); err == nil {
+		t.Fatal("an open connection of an unknown sender to node 2 passes bytes after the cut of 1-2")
 	}
-	defer c.Close()
-	if err := roundTrip(c); err != nil {
-		t.Fatalf("unknown sender: %v", err)
+	nw.Heal()
+	held := dial(t, to2)
+	if err := roundTrip(held); err != nil {
+		t.Fatalf("unknown sender after the heal: %v", err)
 	}
-	if n := nw.Unknown(); n != 1 {
-		t.Fatalf("%d unknown senders, want 1", n)
+	nw.BlackHole(1, 2)
+	if err := roundTrip(held); err == nil {
+		t.Fatal("an open connection of an unknown sender to node 2 passes bytes into a black hole")
+	}
+	if err := roundTrip(dial(t, to2)); err == nil {
+		t.Fatal("a new connection of an unknown sender to node 2 passes bytes into a black hole")
+	}
+	u := nw.Unknowns()
+	if u.Total != 4 || u.Refused != 2 || u.Closed != 2 {
+		t.Fatalf("unknown senders %+v, want 4, 2 of them refused and 2 closed", u)
+	}
+	for why, n := range u.Why {
+		if !strings.HasPrefix(why, NoNode) || n != 4 {
+			t.Fatalf("unknown senders by why: %v, want all 4 %q (this test process)", u.Why, NoNode)
+		}
 	}
 }
 
