@@ -675,7 +675,8 @@ func (n *Node) Brokers() []NodeInfo {
 	// partition healed, before gossip called it alive again): clients
 	// must be able to reach the coordinator.
 	leader, inContact := n.leaderID()
-	for _, m := range n.gossip.snapshot() {
+	members := n.gossip.snapshot()
+	for _, m := range members {
 		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || n.departedHidden(m) {
 			continue
 		}
@@ -684,20 +685,20 @@ func (n *Node) Brokers() []NodeInfo {
 		}
 		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
 	}
-	out = n.atLeastAMajority(out, lost)
+	out = n.atLeastAMajority(out, members, lost)
 	sortNodes(out)
 	return out
 }
 
 // atLeastAMajority adds to brokers, while they are fewer than a majority
-// of the Raft voters, the voters gossip holds failed (the lost leader
-// last). Clients replace their broker list with each Metadata answer (the
+// of the Raft voters, the voters among members (gossip's) that gossip
+// holds failed (the lost leader last). Clients replace their broker list with each Metadata answer (the
 // Java client until its next refresh, minutes away; franz-go until an
 // error sends it back to its seeds): an answer naming this node alone,
 // as a node gossip has cut off from the others gives, strands a client
 // once this node goes, with nothing but seeds that may have left long
 // ago. Kafka lists every broker until its controller fences it.
-func (n *Node) atLeastAMajority(brokers []NodeInfo, lost int32) []NodeInfo {
+func (n *Node) atLeastAMajority(brokers []NodeInfo, members []member, lost int32) []NodeInfo {
 	voters := n.Voters()
 	need := len(voters)/2 + 1
 	if len(brokers) >= need {
@@ -711,7 +712,6 @@ func (n *Node) atLeastAMajority(brokers []NodeInfo, lost int32) []NodeInfo {
 	for _, v := range voters {
 		isVoter[v.ID] = true
 	}
-	members := n.gossip.snapshot()
 	for _, pass := range []bool{false, true} { // the lost leader only in the second pass
 		for _, m := range members {
 			if len(brokers) >= need {

@@ -102,11 +102,7 @@ func (t *raftTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 func (t *raftTransport) Close() error {
 	t.once.Do(func() { close(t.shutdown) })
 	err := t.NetworkTransport.Close()
-	t.connMu.Lock()
-	for c := range t.conns {
-		c.Close()
-	}
-	t.connMu.Unlock()
+	t.closeInbound()
 	t.wg.Wait()
 	return err
 }
@@ -115,11 +111,16 @@ func (t *raftTransport) Close() error {
 // NetworkTransport's does for the ones it serves, the inbound ones.
 func (t *raftTransport) CloseStreams() {
 	t.NetworkTransport.CloseStreams()
+	t.closeInbound()
+}
+
+// closeInbound closes every inbound connection; their handlers end.
+func (t *raftTransport) closeInbound() {
 	t.connMu.Lock()
+	defer t.connMu.Unlock()
 	for c := range t.conns {
 		c.Close()
 	}
-	t.connMu.Unlock()
 }
 
 func (t *raftTransport) closing() bool {
