@@ -6,10 +6,22 @@
 // drops the namespace, and its mounts, with its last process.
 package mountns
 
-import "os"
+import (
+	"os"
+	"testing"
+)
 
 // envInside marks the re-executed test binary, already in its namespace.
 const envInside = "KGATE_TEST_MOUNT_NS"
 
 // Inside reports whether this process runs in the namespace Run made.
 func Inside() bool { return os.Getenv(envInside) != "" }
+
+// Main is a TestMain that runs the tests in a namespace of their own (Run)
+// and exits with their status.
+func Main(m *testing.M) {
+	if code, ran := Run(); ran {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}

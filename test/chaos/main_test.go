@@ -3,7 +3,6 @@
 package chaos
 
 import (
-	"os"
 	"testing"
 
 	"github.com/kgate/kgate/internal/mountns"
@@ -12,9 +11,4 @@ import (
 // TestMain runs the tests in a mount namespace of their own (as root, on
 // Linux): the small disks the full-disk tests mount then go with the test
 // binary even when its timeout or a kill ends it before their cleanups.
-func TestMain(m *testing.M) {
-	if code, ran := mountns.Run(); ran {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { mountns.Main(m) }

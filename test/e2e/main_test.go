@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
 	"github.com/kgate/kgate/internal/mountns"
@@ -10,9 +9,4 @@ import (
 // TestMain runs the tests in a mount namespace of their own (as root, on
 // Linux): the small disks the full-disk tests mount then go with the test
 // binary even when its timeout or a kill ends it before their cleanups.
-func TestMain(m *testing.M) {
-	if code, ran := mountns.Run(); ran {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { mountns.Main(m) }
