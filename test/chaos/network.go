@@ -39,10 +39,9 @@ type Network struct {
 	conns   map[*proxyConn]bool
 	proxies []*Proxy
 
-	// unknown counts connections whose sender was not found, by why
+	// unknownWhy counts connections whose sender was not found, by why
 	// (sender); refused and closed count those refused because a link of
 	// their target was down, and those open when one went down.
-	unknown                       int
 	unknownWhy                    map[string]int
 	unknownRefused, unknownClosed int
 	dropped                       int // datagrams dropped on cut links
@@ -180,14 +179,6 @@ func (nw *Network) Heal() {
 	}
 }
 
-// Unknown is how many connections came from no known node (they were let
-// through; a campaign that sees many has partitions that leak).
-func (nw *Network) Unknown() int {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	return nw.unknown
-}
-
 // UnknownSenders is what the proxies did with connections of an unknown
 // sender.
 type UnknownSenders struct {
@@ -209,7 +200,11 @@ const NoNode = "dialling socket held by a process that is no node"
 func (nw *Network) Unknowns() UnknownSenders {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
-	return UnknownSenders{Total: nw.unknown, Why: maps.Clone(nw.unknownWhy), Refused: nw.unknownRefused, Closed: nw.unknownClosed}
+	total := 0
+	for _, n := range nw.unknownWhy {
+		total += n
+	}
+	return UnknownSenders{Total: total, Why: maps.Clone(nw.unknownWhy), Refused: nw.unknownRefused, Closed: nw.unknownClosed}
 }
 
 // Dropped is how many gossip datagrams cut links have dropped.
@@ -479,7 +474,6 @@ func (nw *Network) sender(c net.Conn) int {
 		why = socketOwner(inode, state, want)
 	}
 	nw.mu.Lock()
-	nw.unknown++
 	if nw.unknownWhy == nil {
 		nw.unknownWhy = map[string]int{}
 	}

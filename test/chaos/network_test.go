@@ -102,7 +102,7 @@ func TestNetworkCutAndHeal(t *testing.T) {
 	if err := roundTrip(dial(t, to2)); err != nil {
 		t.Fatalf("link 1-2 after heal: %v", err)
 	}
-	if n := nw.Unknown(); n != 0 {
+	if n := nw.Unknowns().Total; n != 0 {
 		t.Fatalf("%d connections from an unknown sender, want 0", n)
 	}
 }
