@@ -34,7 +34,7 @@ func TestPhaseCPU(t *testing.T) {
 	}
 	p := startPhaseCPU(os.Getpid())
 	if p == nil {
-		t.Skip("no /proc")
+		t.Fatal("this process's CPU time cannot be read from /proc")
 	}
 	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
 	}
