@@ -251,6 +251,15 @@ func (c *kgateCluster) ids() []int32 {
 	return ids
 }
 
+// kafkaAddrs maps each node to the Kafka address of its first listener.
+func (c *kgateCluster) kafkaAddrs() map[int32]string {
+	out := map[int32]string{}
+	for _, n := range c.nodes {
+		out[n.id] = n.kafka()
+	}
+	return out
+}
+
 func (c *kgateCluster) gossipAddrs() []string {
 	var out []string
 	for _, n := range c.nodes {

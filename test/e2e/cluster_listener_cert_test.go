@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,14 +46,8 @@ func TestClusterListenerCertificateInsteadOfSASL(t *testing.T) {
 				"--listener-client-certificate-instead-of-sasl", "EXTERNAL:false")
 		}
 	})
-	internal := map[int32]string{}
-	for _, n := range c.nodes {
-		internal[n.id] = n.kafka()
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(must(os.ReadFile(filepath.Join(certDir, "ca.pem"))))
-	clientCert := must(tls.LoadX509KeyPair(filepath.Join(certDir, "client.pem"), filepath.Join(certDir, "client-key.pem")))
-	certOnly := []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}})}
+	internal := c.kafkaAddrs()
+	certOnly := []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: caPool(certDir), Certificates: []tls.Certificate{clientKeyPair(certDir)}})}
 	withSASL := append([]kgo.Opt{kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())}, certOnly...)
 
 	leader := c.leader()

@@ -57,17 +57,9 @@ func TestClusterListenerOverrides(t *testing.T) {
 		// Node 2 also follows its files without a signal.
 		c.node(2).args = append(c.node(2).args, "--tls-reload-interval", "200ms")
 	})
-	internal := map[int32]string{}
-	for _, n := range c.nodes {
-		internal[n.id] = n.kafka()
-	}
-	pool := func(dir string) *x509.CertPool {
-		p := x509.NewCertPool()
-		p.AppendCertsFromPEM(must(os.ReadFile(filepath.Join(dir, "ca.pem"))))
-		return p
-	}
-	intPool, pubPool := pool(intDir), pool(pubDir)
-	clientCert := must(tls.LoadX509KeyPair(filepath.Join(intDir, "client.pem"), filepath.Join(intDir, "client-key.pem")))
+	internal := c.kafkaAddrs()
+	intPool, pubPool := caPool(intDir), caPool(pubDir)
+	clientCert := clientKeyPair(intDir)
 	mtls := &tls.Config{RootCAs: intPool, Certificates: []tls.Certificate{clientCert}}
 	alice := kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
 	internalOpts := []kgo.Opt{kgo.DialTLSConfig(mtls)}

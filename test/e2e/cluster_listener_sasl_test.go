@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -86,14 +85,9 @@ func TestClusterListenerSASLSettings(t *testing.T) {
 				"--listener-sasl-oauthbearer-expected-audience", "EXTERNAL:kafka")
 		}
 	})
-	internal := map[int32]string{}
-	for _, n := range c.nodes {
-		internal[n.id] = n.kafka()
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(must(os.ReadFile(filepath.Join(certDir, "ca.pem"))))
-	clientCert := must(tls.LoadX509KeyPair(filepath.Join(certDir, "client.pem"), filepath.Join(certDir, "client-key.pem")))
-	mtls := kgo.DialTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}})
+	internal := c.kafkaAddrs()
+	pool := caPool(certDir)
+	mtls := kgo.DialTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientKeyPair(certDir)}})
 	serverOnly := kgo.DialTLSConfig(&tls.Config{RootCAs: pool})
 	admin := plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()
 	token := func(j *jwtIssuer, issuer string) sasl.Mechanism {

@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,12 +43,8 @@ func TestClusterListeners(t *testing.T) {
 				"--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", users)
 		}
 	})
-	internal := map[int32]string{}
-	for _, n := range c.nodes {
-		internal[n.id] = n.kafka()
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(must(os.ReadFile(filepath.Join(certs, "ca.pem"))))
+	internal := c.kafkaAddrs()
+	pool := caPool(certs)
 	secure := []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: pool}), kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())}
 	leader := c.leader()
 

@@ -517,6 +517,18 @@ func TestSecurityMutualTLSClients(t *testing.T) {
 	})
 }
 
+// caPool trusts the CA that `kgate certs` wrote into dir.
+func caPool(dir string) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AppendCertsFromPEM(must(os.ReadFile(filepath.Join(dir, "ca.pem"))))
+	return p
+}
+
+// clientKeyPair is the "client" certificate `kgate certs` wrote into dir.
+func clientKeyPair(dir string) tls.Certificate {
+	return must(tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")))
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
