@@ -152,6 +152,9 @@ func openSegment(path string, base, next int64) (*segment, error) {
 		pos += size
 	}
 	if pos != st.Size() {
+		// Only ever past next or a torn tail: a Raft snapshot hard-links
+		// segment files and relies on the bytes below its recorded
+		// lengths (at most the checkpoint's next) never changing.
 		if err := f.Truncate(pos); err != nil {
 			f.Close()
 			return nil, err
