@@ -72,7 +72,7 @@ endif
 bench-short: build
 	BENCH_KILLS=2 BENCH_CLUSTER_RECORDS=20000 BENCH_JOINSTORM_ARGS='-members 50' \
 		BENCH_GROUPS_ARGS='-members 200 -groups 20 -settle 1s -window 5s' \
-		BENCH_TXN_RECORDS=2000 BENCH_TXN_ARGS='-warmup 0' \
+		BENCH_TXN_RECORDS=2000 BENCH_TXN_ARGS='-warmup 0' BENCH_LAT_RECORDS=500 \
 		./scripts/bench.sh -partitions 1,8 -records 20000
 	BENCH_SECTIONS=iggy BENCH_IGGY_RECORDS=20000 ./scripts/bench.sh
 	FAILOVER_KILLS=2 FAILOVER_KAFKA_KILLS=1 ./scripts/failover-bench.sh

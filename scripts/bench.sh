@@ -14,7 +14,13 @@
 #            (default: -partitions 1,8 -records 200000); see
 #            `go run ./cmd/kgate-bench -h`; each result also gives the
 #            server's and kgate-bench's CPU seconds per GB of records
-#            (-server-pid). Target "kgate-sasl-ssl" runs the
+#            (-server-pid), with its bytes written to disk per byte
+#            produced and its peak RSS. Target "kgate-nofsync" runs the same
+#            against a node started with --fsync=false (acknowledging before
+#            the Raft log is synced, as Kafka does by default). After the
+#            throughput runs, targets kgate and kafka also measure produce
+#            latency at 1,000 records/s of 1 KiB (acks=all, one partition,
+#            no linger; BENCH_LAT_RECORDS records). Target "kgate-sasl-ssl" runs the
 #            same against a kgate node with TLS and SASL (SCRAM-SHA-512
 #            clients, certificates from `kgate certs`), beside plaintext;
 #            "kafka-sasl-ssl" the same against the Kafka broker's SASL_SSL
@@ -27,7 +33,10 @@
 #            scripts/bench-node.sh: produce throughput against all three
 #            (acks=all, 1 KiB records, 8 partitions), then kgate-bench
 #            failover (BENCH_KILLS SIGKILLs of the leader under a live
-#            consumer group, each node restarted on its data directory).
+#            consumer group, each node restarted on its data directory);
+#            then (BENCH_CLUSTER_KAFKA=1) a fresh three-broker Apache Kafka
+#            (KRaft, scripts/kafka-cluster.sh) and the same produce run
+#            against it with replication factor 3.
 #   txn      Transactional produce beside idempotent produce, 1 KiB records,
 #            8 partitions, one producer, against one kgate node, three kgate
 #            nodes (scripts/bench-node.sh) and a local Apache Kafka broker
@@ -40,15 +49,21 @@
 #            (-txn-records 100); one table with the ratios (transactional
 #            against idempotent on the same server, kgate against Kafka).
 #
-# Finally prints every result. Everything started is stopped on exit,
+# Finally prints every result, and when the produce, groups or cluster
+# section ran, the table of issue 16's figures: kgate beside Kafka with the
+# ratios and goals (missing figures are "-"). Everything started is stopped on exit,
 # including on Ctrl-C. Exits non-zero if any benchmark failed.
 #
 # Environment:
 #   BENCH_SECTIONS        sections to run, in order (default "produce groups cluster txn")
 #   BENCH_TARGETS         targets of the produce section, in order (default
-#                         "kgate kgate-sasl-ssl kafka kafka-sasl-ssl")
+#                         "kgate kgate-nofsync kgate-sasl-ssl kafka kafka-sasl-ssl")
+#   BENCH_LAT_RECORDS     records of each produce latency run at 1,000 records/s
+#                         (default 10000)
 #   BENCH_KILLS           leader kills of the failover benchmark (default 20)
 #   BENCH_CLUSTER_RECORDS records of the three-node produce run (default 200000)
+#   BENCH_CLUSTER_KAFKA   1: the cluster section also runs the three-broker Kafka
+#                         (default 1; 0 skips it)
 #   BENCH_JOINSTORM_ARGS, BENCH_GROUPS_ARGS, BENCH_FAILOVER_ARGS
 #                         extra flags for those kgate-bench subcommands
 #   BENCH_TXN_RECORDS     records of each run of the txn section (default 100000)
@@ -59,6 +74,7 @@
 #   BENCH_CLUSTER_PORT_BASE  the cluster's ports (see scripts/bench-node.sh; default 29100)
 #   KAFKA_BROKER_PORT, KAFKA_CONTROLLER_PORT, KAFKA_SASL_SSL_PORT  the Kafka broker's (see
 #                         scripts/kafka-broker.sh)
+#   KAFKA_CLUSTER_PORT_BASE  the three Kafka brokers' (see scripts/kafka-cluster.sh; default 32100)
 #   KGATE_START_TIMEOUT   seconds to wait for kgate to be ready (default 60)
 #   BENCH_IGGY_SERVER     real iggy-server version of the iggy section, unpacked
 #                         from ../shared/iggy (IGGY_SHARED) by scripts/iggy-bin.sh
@@ -88,7 +104,7 @@ readonly KGATE_ADMIN_PORT=$((KGATE_PORT_BASE + 3))
 readonly KGATE_START_TIMEOUT="${KGATE_START_TIMEOUT:-60}"
 readonly STOP_TIMEOUT=30
 read -r -a SECTIONS <<<"${BENCH_SECTIONS:-produce groups cluster txn}"
-read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kgate-sasl-ssl kafka kafka-sasl-ssl}"
+read -r -a TARGETS <<<"${BENCH_TARGETS:-kgate kgate-nofsync kgate-sasl-ssl kafka kafka-sasl-ssl}"
 read -r -a JOINSTORM_ARGS <<<"${BENCH_JOINSTORM_ARGS:-}"
 read -r -a GROUPS_ARGS <<<"${BENCH_GROUPS_ARGS:-}"
 read -r -a FAILOVER_ARGS <<<"${BENCH_FAILOVER_ARGS:-}"
@@ -97,6 +113,9 @@ readonly SECTIONS TARGETS JOINSTORM_ARGS GROUPS_ARGS FAILOVER_ARGS TXN_ARGS
 readonly TXN_RECORDS="${BENCH_TXN_RECORDS:-100000}"
 readonly KILLS="${BENCH_KILLS:-20}"
 readonly CLUSTER_RECORDS="${BENCH_CLUSTER_RECORDS:-200000}"
+readonly CLUSTER_KAFKA="${BENCH_CLUSTER_KAFKA:-1}"
+readonly LAT_RECORDS="${BENCH_LAT_RECORDS:-10000}"
+readonly KAFKA_CLUSTER_BASE="${KAFKA_CLUSTER_PORT_BASE:-32100}"
 export BENCH_CLUSTER_NODES=3
 
 if (($# > 0)); then
@@ -122,10 +141,13 @@ command -v curl >/dev/null || die "curl not found"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/kgate-bench.XXXXXX")"
 readonly WORK
 readonly CLUSTER_DIR="$WORK/cluster"
+readonly KAFKA_CLUSTER_DIR="$WORK/kafka-cluster"
 KGATE_PID=""
 IGGY_PID=""
 KAFKA_STARTED=""
 CLUSTER_STARTED=""
+KAFKA_CLUSTER_STARTED=""
+LOADAVG=() # "when: /proc/loadavg", one per section
 FAILED=0
 RESULTS=() # "file|title", printed at the end in order
 
@@ -156,6 +178,12 @@ stop_cluster() {
 	"$SCRIPT_DIR/bench-node.sh" stop "$CLUSTER_DIR" || true
 }
 
+stop_kafka_cluster() {
+	[[ -n "$KAFKA_CLUSTER_STARTED" ]] || return 0
+	KAFKA_CLUSTER_STARTED=""
+	"$SCRIPT_DIR/kafka-cluster.sh" stop "$KAFKA_CLUSTER_DIR" || true
+}
+
 stop_iggy() {
 	[[ -n "$IGGY_PID" ]] || return 0
 	kill -TERM "$IGGY_PID" 2>/dev/null || true
@@ -168,9 +196,10 @@ cleanup() {
 	trap - EXIT INT TERM
 	stop_kgate
 	stop_cluster
+	stop_kafka_cluster
 	stop_iggy
 	stop_kafka
-	rm -rf "$WORK/kgate-data" "$WORK/kafka/data" "$CLUSTER_DIR"/node*/data "$WORK/iggy-data"
+	rm -rf "$WORK/kgate-data" "$WORK/kafka/data" "$CLUSTER_DIR"/node*/data "$WORK/iggy-data" "$KAFKA_CLUSTER_DIR"/node*/data
 	if ((rc != 0 || FAILED)) || [[ -n "${KEEP_WORK:-}" ]]; then
 		log "logs and results kept in $WORK"
 	else
@@ -242,11 +271,45 @@ run_kgate() {
 		return
 	fi
 	log "benchmarking kgate at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
-	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate -server-pid "$KGATE_PID" "${BENCH_ARGS[@]}" >"$WORK/kgate.out"; then
+	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate -server-pid "$KGATE_PID" "${BENCH_ARGS[@]}" \
+		-json-file "$WORK/kgate.json" >"$WORK/kgate.out"; then
 		log "kgate: benchmark failed"
 		FAILED=1
 	fi
+	latency kgate-lat kgate "$HOST:$KGATE_KAFKA_PORT" "$KGATE_PID"
 	stop_kgate
+}
+
+# run_kgate-nofsync: the produce benchmark against a node that acknowledges
+# before its Raft log is synced (--fsync=false), as Kafka does by default.
+run_kgate-nofsync() {
+	RESULTS+=("kgate-nofsync|kgate --fsync=false")
+	if ! start_kgate --fsync=false; then
+		FAILED=1
+		return
+	fi
+	log "benchmarking kgate --fsync=false at $HOST:$KGATE_KAFKA_PORT: ${BENCH_ARGS[*]}"
+	if ! bin/kgate-bench -brokers "$HOST:$KGATE_KAFKA_PORT" -label kgate-nofsync -server-pid "$KGATE_PID" "${BENCH_ARGS[@]}" \
+		-json-file "$WORK/kgate-nofsync.json" >"$WORK/kgate-nofsync.out"; then
+		log "kgate-nofsync: benchmark failed"
+		FAILED=1
+	fi
+	stop_kgate
+}
+
+# latency NAME LABEL BROKERS PID: produce latency at 1,000 records/s of
+# 1 KiB (acks=all, one partition, each record sent at once) against a
+# server already warm from the throughput run, into WORK/NAME.{out,json}.
+latency() {
+	local name="$1" label="$2" brokers="$3" pid="$4"
+	RESULTS+=("$name|$label produce latency at 1,000 records/s of 1 KiB (acks=all, 1 partition, linger 0)")
+	log "$label: produce latency at 1,000 records/s ($LAT_RECORDS records)"
+	if ! bin/kgate-bench -brokers "$brokers" -label "$label" -server-pid "$pid" -partitions 1 -acks all \
+		-record-bytes 1024 -records "$LAT_RECORDS" -rate 1000 -warmup 0 -linger 0 \
+		-json-file "$WORK/$name.json" >"$WORK/$name.out"; then
+		log "$name: benchmark failed"
+		FAILED=1
+	fi
 }
 
 # run_kgate-sasl-ssl: the produce benchmark through TLS and SASL, the
@@ -303,10 +366,12 @@ run_kafka() {
 		return
 	fi
 	log "benchmarking kafka at $addr: ${BENCH_ARGS[*]}"
-	if ! bin/kgate-bench -brokers "$addr" -label kafka -server-pid "$(<"$WORK/kafka/broker.pid")" "${BENCH_ARGS[@]}" >"$WORK/kafka.out"; then
+	if ! bin/kgate-bench -brokers "$addr" -label kafka -server-pid "$(<"$WORK/kafka/broker.pid")" "${BENCH_ARGS[@]}" \
+		-json-file "$WORK/kafka.json" >"$WORK/kafka.out"; then
 		log "kafka: benchmark failed"
 		FAILED=1
 	fi
+	latency kafka-lat kafka "$addr" "$(<"$WORK/kafka/broker.pid")"
 	stop_kafka
 }
 
@@ -377,12 +442,67 @@ section_cluster() {
 	kafka="$("$SCRIPT_DIR/bench-node.sh" addrs kafka)"
 	admin="$("$SCRIPT_DIR/bench-node.sh" addrs admin)"
 	bench cluster-produce "kgate 3-node produce" -brokers "$kafka" -label kgate-3node \
-		-partitions 8 -acks all -record-bytes 1024 -records "$CLUSTER_RECORDS"
+		-partitions 8 -acks all -record-bytes 1024 -records "$CLUSTER_RECORDS" \
+		-server-pid "$(cat "$CLUSTER_DIR/node1/pid"),$(cat "$CLUSTER_DIR/node2/pid"),$(cat "$CLUSTER_DIR/node3/pid")" \
+		-json-file "$WORK/cluster-produce.json"
 	pids="1=$(cat "$CLUSTER_DIR/node1/pid"),2=$(cat "$CLUSTER_DIR/node2/pid"),3=$(cat "$CLUSTER_DIR/node3/pid")"
 	restart="$(printf '%q ' "$SCRIPT_DIR/bench-node.sh" start "$CLUSTER_DIR"){id}"
 	bench failover "kgate 3-node failover" failover -brokers "$kafka" -admin "$admin" -label kgate-3node \
 		-pids "$pids" -restart "$restart" -kills "$KILLS" "${FAILOVER_ARGS[@]}"
 	stop_cluster
+	[[ "$CLUSTER_KAFKA" == 1 ]] && kafka_cluster_produce
+	return 0
+}
+
+# start_kafka_cluster: starts three Apache Kafka brokers (KRaft, each also
+# a controller) on fresh data directories and waits until each is serving.
+start_kafka_cluster() {
+	local i port deadline
+	for i in 1 2 3; do
+		for port in $((KAFKA_CLUSTER_BASE + 10 + i)) $((KAFKA_CLUSTER_BASE + 20 + i)); do
+			port_open "$port" && die "port $HOST:$port is already in use"
+		done
+	done
+	rm -rf "$KAFKA_CLUSTER_DIR"
+	mkdir -p "$KAFKA_CLUSTER_DIR"
+	KAFKA_CLUSTER_STARTED=1
+	log "starting a three-broker Kafka cluster (logs: $KAFKA_CLUSTER_DIR/node*/broker.log)"
+	for i in 1 2 3; do
+		"$SCRIPT_DIR/kafka-cluster.sh" start "$KAFKA_CLUSTER_DIR" "$i" >/dev/null || return 1
+	done
+	deadline=$((SECONDS + 120))
+	for i in 1 2 3; do
+		until port_open "$((KAFKA_CLUSTER_BASE + 10 + i))" && grep -qF "Kafka Server started" "$KAFKA_CLUSTER_DIR/node$i/broker.log"; do
+			if ! kill -0 "$(<"$KAFKA_CLUSTER_DIR/node$i/pid")" 2>/dev/null; then
+				tail -n 30 "$KAFKA_CLUSTER_DIR/node$i/broker.log" >&2
+				log "Kafka broker $i exited during startup"
+				return 1
+			fi
+			if ((SECONDS >= deadline)); then
+				log "the Kafka cluster is not ready after 120s (broker $i)"
+				return 1
+			fi
+			sleep 0.5
+		done
+	done
+}
+
+# kafka_cluster_produce: the cluster section's produce run against three
+# Kafka brokers, topics of replication factor 3 (min.insync.replicas 2,
+# acks=all waits for every in-sync replica).
+kafka_cluster_produce() {
+	if ! start_kafka_cluster; then
+		RESULTS+=("kafka-3broker-produce|kafka 3-broker produce (replication factor 3)")
+		stop_kafka_cluster
+		FAILED=1
+		return
+	fi
+	bench kafka-3broker-produce "kafka 3-broker produce (replication factor 3)" \
+		-brokers "$("$SCRIPT_DIR/kafka-cluster.sh" addrs)" -label kafka-3broker -replication-factor 3 \
+		-partitions 8 -acks all -record-bytes 1024 -records "$CLUSTER_RECORDS" \
+		-server-pid "$(<"$KAFKA_CLUSTER_DIR/node1/pid"),$(<"$KAFKA_CLUSTER_DIR/node2/pid"),$(<"$KAFKA_CLUSTER_DIR/node3/pid")" \
+		-json-file "$WORK/kafka-3broker-produce.json"
+	stop_kafka_cluster
 }
 
 # txn_runs TARGET BROKERS LABEL: the txn section's three runs against one
@@ -411,7 +531,9 @@ section_txn() {
 	fi
 	stop_cluster
 	KAFKA_STARTED=1
-	if addr="$(scripts/kafka-broker.sh start "$WORK/kafka")"; then
+	# No SASL_SSL listener even when KAFKA_SASL_SSL_PORT is set (for the
+	# produce section's kafka-sasl-ssl target), as in run_kafka.
+	if addr="$(KAFKA_SASL_SSL_PORT='' scripts/kafka-broker.sh start "$WORK/kafka")"; then
 		txn_runs kafka "$addr" kafka
 	else
 		log "the Kafka broker did not start"
@@ -419,7 +541,7 @@ section_txn() {
 	fi
 	stop_kafka
 	KAFKA_STARTED=1
-	if addr="$(KAFKA_FEATURES=transaction.version=1 scripts/kafka-broker.sh start "$WORK/kafka")"; then
+	if addr="$(KAFKA_SASL_SSL_PORT='' KAFKA_FEATURES=transaction.version=1 scripts/kafka-broker.sh start "$WORK/kafka")"; then
 		txn_runs kafka-tv1 "$addr" kafka-tv1
 	else
 		log "the Kafka broker (transaction.version=1) did not start"
@@ -594,6 +716,10 @@ section_iggy() {
 	done
 }
 
+# kv FILE PARTITIONS FIELD: as kg, but empty (not "null") when the field
+# is absent (kgate-bench omits the CPU, disk and RSS figures it could not
+# measure).
+kv() { [[ -s "$WORK/$1.json" ]] && jq -r ".[] | select(.partitions == $2 and .ok) | .$3 // empty" "$WORK/$1.json" || echo ""; }
 # kg FILE PARTITIONS FIELD: a field of a kgate-bench JSON result.
 kg() { [[ -s "$WORK/$1.json" ]] && jq -r ".[] | select(.partitions == $2) | .$3" "$WORK/$1.json" || echo ""; }
 # nat NAME: messages/s of an iggy-bench run; natp99: its p99 latency (ms).
@@ -625,6 +751,74 @@ iggy_table() {
 	echo "| p99 produce latency at 1,000 records/s, ms | $native | $kgate | +$([[ -n $native && -n $kgate ]] && awk -v a="$kgate" -v b="$native" 'BEGIN { printf "%.2f ms", a - b }' || echo "-") |"
 }
 
+# heartbeat_p99: the groups benchmark's heartbeat p99 (ms), from its report.
+heartbeat_p99() {
+	[[ -s "$WORK/groups.out" ]] && grep -q '^result  *ok' "$WORK/groups.out" &&
+		awk '/^heartbeat p50\/p99\/max ms/ { split($0, a, " / "); print a[2] }' "$WORK/groups.out" || echo ""
+}
+
+# group_load: "N members in M groups" of the groups benchmark's report.
+group_load() {
+	[[ -s "$WORK/groups.out" ]] &&
+		awk '/^members \/ groups \/ connections/ { split($0, a, " / "); n = split(a[3], m, " "); printf "%s members in %s groups", m[n], a[4] }' "$WORK/groups.out" ||
+		echo "10000 members in 1000 groups"
+}
+
+# goal VALUE OP LIMIT: "yes" when VALUE OP LIMIT holds (OP one of >=, <=,
+# <), "no" when not, "-" without a value.
+goal() {
+	[[ -n "$1" && "$1" != "-" ]] || {
+		echo "-"
+		return
+	}
+	awk -v a="${1%x}" -v op="$2" -v b="$3" 'BEGIN {
+		ok = (op == ">=") ? a >= b : (op == "<=") ? a <= b : a < b
+		print ok ? "yes" : "no"
+	}'
+}
+
+# dec2 VALUE: two decimals, or "-".
+dec2() { [[ -n "$1" ]] && awk -v a="$1" 'BEGIN { printf "%.2f", a }' || echo "-"; }
+
+# issue16_table prints issue 16's figures from this run: kgate beside
+# Apache Kafka (one broker; three brokers with replication factor 3), the
+# ratio, the goal and whether it is met. Throughputs are MiB/s of 1 KiB
+# record values (acks=all, idempotent, 8 partitions).
+issue16_table() {
+	local k1 kn ka k3 ka3 r
+	k1="$(kv kgate 8 produce_mib_per_sec)" kn="$(kv kgate-nofsync 8 produce_mib_per_sec)"
+	ka="$(kv kafka 8 produce_mib_per_sec)" k3="$(kv cluster-produce 8 produce_mib_per_sec)"
+	ka3="$(kv kafka-3broker-produce 8 produce_mib_per_sec)"
+	echo "run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (modified)'); load average (1/5/15 min) at each section's start: $(printf '%s; ' "${LOADAVG[@]}" | sed 's/; $//')"
+	echo
+	echo "| figure | kgate | Kafka | ratio | goal | met? |"
+	echo "|---|---|---|---|---|---|"
+	r="$(ratio "$k1" "$ka")"
+	echo "| produce MiB/s, 1 node, --fsync=true (Kafka: 1 broker, its default, no fsync) | $(num1 "$k1") | $(num1 "$ka") | $r | >= 1.0x | $(goal "$r" ">=" 1.0) |"
+	r="$(ratio "$kn" "$ka")"
+	echo "| produce MiB/s, 1 node, --fsync=false | $(num1 "$kn") | $(num1 "$ka") | $r | >= 1.5x | $(goal "$r" ">=" 1.5) |"
+	r="$(ratio "$k3" "$k1")"
+	echo "| produce MiB/s, 3 nodes against 1 node (kgate's, --fsync=true) | $(num1 "$k3") | 1 node: $(num1 "$k1") | $r | >= 0.8x | $(goal "$r" ">=" 0.8) |"
+	r="$(ratio "$k3" "$ka3")"
+	echo "| produce MiB/s, 3 nodes (Kafka: 3 brokers, replication factor 3) | $(num1 "$k3") | $(num1 "$ka3") | $r | >= 1.0x | $(goal "$r" ">=" 1.0) |"
+	k1="$(kv kgate 8 consume_mib_per_sec)" ka="$(kv kafka 8 consume_mib_per_sec)"
+	r="$(ratio "$k1" "$ka")"
+	echo "| consume MiB/s, 1 node (Kafka: 1 broker) | $(num1 "$k1") | $(num1 "$ka") | $r | >= 1.0x | $(goal "$r" ">=" 1.0) |"
+	k3="$(kv cluster-produce 8 consume_mib_per_sec)" ka3="$(kv kafka-3broker-produce 8 consume_mib_per_sec)"
+	r="$(ratio "$k3" "$ka3")"
+	echo "| consume MiB/s, 3 nodes (Kafka: 3 brokers, replication factor 3) | $(num1 "$k3") | $(num1 "$ka3") | $r | >= 1.0x | $(goal "$r" ">=" 1.0) |"
+	k1="$(kv kgate-lat 1 produce_latency_p99_ms)" ka="$(kv kafka-lat 1 produce_latency_p99_ms)"
+	echo "| produce latency p99 ms, 1 node, 1,000 records/s of 1 KiB, acks=all, --fsync=true | $(dec2 "$k1") | $(dec2 "$ka") | $(ratio "$k1" "$ka") | <= 5 ms | $(goal "$k1" "<=" 5) |"
+	k1="$(heartbeat_p99)"
+	echo "| Heartbeat p99 ms, $(group_load) (the groups section) | $(dec2 "$k1") | - | - | < 5 ms | $(goal "$k1" "<" 5) |"
+	k3="$(kv cluster-produce 8 server_peak_rss_mib)" ka3="$(kv kafka-3broker-produce 8 server_peak_rss_mib)"
+	echo "| peak RSS (VmHWM) MiB of a node under the 3-node load, highest node (Kafka: -Xmx768m) | $(num "$k3") | $(num "$ka3") | $(ratio "$k3" "$ka3") | <= 1024 MiB | $(goal "$k3" "<=" 1024) |"
+	k1="$(kv kgate 8 server_write_bytes_per_byte_produce)" ka="$(kv kafka 8 server_write_bytes_per_byte_produce)"
+	echo "| bytes written to disk per byte produced, 1 node | $(dec2 "$k1") | $(dec2 "$ka") | $(ratio "$k1" "$ka") | <= 1.2 | $(goal "$k1" "<=" 1.2) |"
+	k3="$(kv cluster-produce 8 server_write_bytes_per_byte_produce)" ka3="$(kv kafka-3broker-produce 8 server_write_bytes_per_byte_produce)"
+	echo "| bytes written to disk per byte produced, 3 nodes, highest node | $(dec2 "$k3") | $(dec2 "$ka3") | $(ratio "$k3" "$ka3") | <= 1.2 | $(goal "$k3" "<=" 1.2) |"
+}
+
 need_kgate=""
 need_iggy=""
 for s in "${SECTIONS[@]}"; do
@@ -632,9 +826,9 @@ for s in "${SECTIONS[@]}"; do
 	produce)
 		for t in "${TARGETS[@]}"; do
 			case "$t" in
-			kgate | kgate-sasl-ssl | kafka-sasl-ssl) need_kgate=1 ;; # kafka-sasl-ssl: kgate certs
+			kgate | kgate-nofsync | kgate-sasl-ssl | kafka-sasl-ssl) need_kgate=1 ;; # kafka-sasl-ssl: kgate certs
 			kafka) ;;
-			*) die "unknown target $t (want kgate, kgate-sasl-ssl, kafka or kafka-sasl-ssl)" ;;
+			*) die "unknown target $t (want kgate, kgate-nofsync, kgate-sasl-ssl, kafka or kafka-sasl-ssl)" ;;
 			esac
 		done
 		;;
@@ -655,9 +849,17 @@ fi
 log "building bin/kgate-bench"
 go build -o bin/kgate-bench ./cmd/kgate-bench
 
+issue16=""
 for s in "${SECTIONS[@]}"; do
+	LOADAVG+=("$s $(cut -d' ' -f1-3 /proc/loadavg)")
 	"section_$s"
+	case "$s" in produce | groups | cluster) issue16=1 ;; esac
 done
+if [[ -n "$issue16" ]]; then
+	LOADAVG+=("end $(cut -d' ' -f1-3 /proc/loadavg)")
+	issue16_table >"$WORK/issue16.out"
+	RESULTS+=("issue16|issue 16: kgate beside Apache Kafka, same machine, same run")
+fi
 
 for r in "${RESULTS[@]}"; do
 	echo

@@ -208,7 +208,12 @@ start() {
 	write_config "$DIR"
 
 	# A fresh 16-byte cluster id in Kafka's base64url Uuid form.
-	cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+	# Never starting with "-", as Kafka's own ids (Uuid.randomUuid): the
+	# format tool's argument parser takes such a value for an option.
+	cluster_id="-"
+	while [[ "$cluster_id" == -* ]]; do
+		cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+	done
 	local -a features=()
 	for f in "${FEATURES[@]}"; do
 		features+=(--feature "$f")

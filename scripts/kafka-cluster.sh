@@ -109,7 +109,15 @@ start() {
 	jars="${KAFKA_CACHE_DIR:-$REPO_ROOT/.cache/kafka}/jars-$(sha256sum "$REPO_ROOT/test/kafka-broker/pom.xml" | cut -c1-12)"
 	[[ -f "$jars/.complete" ]] || die "no Kafka jars in $jars"
 	mkdir -p "$dir/node$id"
-	[[ -f "$dir/cluster-id" ]] || head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$dir/cluster-id"
+	if [[ ! -f "$dir/cluster-id" ]]; then
+		# Never starting with "-", as Kafka's own ids (Uuid.randomUuid): the
+		# format tool's argument parser takes such a value for an option.
+		cid="-"
+		while [[ "$cid" == -* ]]; do
+			cid="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+		done
+		echo "$cid" >"$dir/cluster-id"
+	fi
 	cid="$(<"$dir/cluster-id")"
 	write_config "$dir" "$id"
 	read -r -a heap <<<"$HEAP_OPTS"

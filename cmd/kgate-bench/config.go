@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -48,9 +49,15 @@ type config struct {
 
 	json    bool
 	verbose bool
-	// serverPID: the server process (on this machine) whose CPU time
-	// per GB produced and consumed is reported beside kgate-bench's own.
-	serverPID int
+	// serverPIDs: the server processes (on this machine; a cluster's
+	// nodes) whose CPU time per GB produced and consumed is reported
+	// beside kgate-bench's own, and each one's disk writes per byte
+	// produced and peak RSS.
+	serverPIDs []int
+	// replicationFactor of the topics created (-1: the broker's default).
+	replicationFactor int
+	// jsonFile, when set, also gets the results as JSON.
+	jsonFile string
 
 	security     securityFlags // security.go
 	securityOpts []kgo.Opt
@@ -59,10 +66,11 @@ type config struct {
 const usageText = `kgate-bench measures produce and consume throughput and produce latency
 of any Kafka-protocol server (kgate, Apache Kafka, ...).
 
-For each partition count it creates a fresh topic (replication factor 1),
-produces -records records (or for -duration) of -record-bytes each, then reads
-everything back from the start with a fresh direct-partition consumer and
-checks that every acknowledged record was read exactly once.
+For each partition count it creates a fresh topic (replication factor 1, or
+-replication-factor), produces -records records (or for -duration) of
+-record-bytes each, then reads everything back from the start with a fresh
+direct-partition consumer and checks that every acknowledged record was read
+exactly once.
 
 With -txn-records N each producer is a transactional producer (its own
 transactional.id) writing transactions of N records and committing each
@@ -84,6 +92,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		partitions  string
 		records     int64
 		compression string
+		serverPIDs  string
 	)
 	fs := flag.NewFlagSet("kgate-bench", flag.ContinueOnError)
 	fs.SetOutput(output)
@@ -114,7 +123,9 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	fs.BoolVar(&cfg.keepTopics, "keep-topics", false, "do not delete the topics after each run")
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON instead of a table")
 	fs.BoolVar(&cfg.verbose, "v", false, "verbose logging, including the Kafka client's")
-	fs.IntVar(&cfg.serverPID, "server-pid", 0, "`pid` of the server process on this machine: report its CPU seconds per GB of records produced and consumed, and kgate-bench's own (0 = not measured)")
+	fs.StringVar(&serverPIDs, "server-pid", "0", "`pid` of the server process on this machine, or a comma-separated list (a cluster's nodes): report their CPU seconds per GB of records produced and consumed (summed over the list) and kgate-bench's own, and each one's bytes written to disk per byte produced (/proc/<pid>/io write_bytes) and peak RSS (VmHWM) (0 = not measured)")
+	fs.IntVar(&cfg.replicationFactor, "replication-factor", 1, "replication factor of the topics created (-1 = the broker's default)")
+	fs.StringVar(&cfg.jsonFile, "json-file", "", "also write the results as JSON to this `file`")
 	cfg.security.register(fs)
 
 	if err := fs.Parse(args); err != nil {
@@ -156,6 +167,9 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		return config{}, err
 	}
 	cfg.lingerSet = set["linger"]
+	if cfg.serverPIDs, err = parsePIDList(serverPIDs); err != nil {
+		return config{}, fmt.Errorf("-server-pid: %w", err)
+	}
 	if cfg.securityOpts, err = cfg.security.opts(); err != nil {
 		return config{}, err
 	}
@@ -177,8 +191,8 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		return config{}, errors.New("-linger must not be negative")
 	case cfg.txnRecords < 0 || cfg.flushRecords < 0:
 		return config{}, errors.New("-txn-records and -flush-records must not be negative")
-	case cfg.serverPID < 0:
-		return config{}, errors.New("-server-pid must not be negative")
+	case cfg.replicationFactor == 0 || cfg.replicationFactor < -1 || cfg.replicationFactor > math.MaxInt16:
+		return config{}, errors.New("-replication-factor must be -1 or 1 to 32767")
 	case cfg.txnRecords > 0 && cfg.flushRecords > 0:
 		return config{}, errors.New("-txn-records and -flush-records are mutually exclusive")
 	case (cfg.txnRecords > 0 || cfg.flushRecords > 0) && !cfg.idempotent():
@@ -198,6 +212,25 @@ func splitList(s string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+// parsePIDList parses a comma-separated list of pids; 0 stands for none.
+func parsePIDList(s string) ([]int, error) {
+	fields, err := splitList(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range fields {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a pid", f)
+		}
+		if n > 0 {
+			out = append(out, n)
+		}
 	}
 	return out, nil
 }

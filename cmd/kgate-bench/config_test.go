@@ -42,6 +42,24 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("-flush-records 50: transactional %v, batch %d", cfg.transactional(), cfg.batchRecords())
 	}
 
+	cfg, err = parseConfig([]string{"-server-pid", "11, 12,13", "-replication-factor", "3", "-json-file", "r.json"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.serverPIDs, []int{11, 12, 13}) || cfg.replicationFactor != 3 || cfg.jsonFile != "r.json" {
+		t.Errorf("-server-pid 11,12,13: %v; -replication-factor 3: %d; -json-file: %q", cfg.serverPIDs, cfg.replicationFactor, cfg.jsonFile)
+	}
+	for _, pids := range []string{"0", "", "0,0"} {
+		if cfg, err := parseConfig([]string{"-server-pid", pids}, io.Discard); err == nil && cfg.serverPIDs != nil {
+			t.Errorf("-server-pid %q: pids %v", pids, cfg.serverPIDs)
+		} else if err != nil && pids != "" {
+			t.Errorf("-server-pid %q: %v", pids, err)
+		}
+	}
+	if cfg, err := parseConfig(nil, io.Discard); err != nil || cfg.serverPIDs != nil || cfg.replicationFactor != 1 {
+		t.Errorf("defaults: pids %v, replication factor %d, %v", cfg.serverPIDs, cfg.replicationFactor, err)
+	}
+
 	for _, args := range [][]string{
 		{"-txn-records", "100", "-flush-records", "100"},
 		{"-txn-records", "-1"},
@@ -55,6 +73,10 @@ func TestParseConfig(t *testing.T) {
 		{"-producers", "0"},
 		{"-brokers", ","},
 		{"-server-pid", "-1"},
+		{"-server-pid", "1,x"},
+		{"-replication-factor", "0"},
+		{"-replication-factor", "-2"},
+		{"-replication-factor", "40000"},
 		{"extra"},
 	} {
 		if _, err := parseConfig(args, io.Discard); err == nil {

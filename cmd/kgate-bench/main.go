@@ -75,6 +75,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		results = append(results, runOne(ctx, log, cfg, adm, n))
 	}
 
+	if cfg.jsonFile != "" {
+		if err := writeJSONFile(cfg.jsonFile, results); err != nil {
+			log.Error("write JSON file", "err", err)
+			return 1
+		}
+	}
 	if cfg.json {
 		err = writeJSON(stdout, results)
 	} else {
@@ -183,7 +189,7 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 	}
 
 	log.Info("creating topic", "partitions", partitions)
-	if err := createTopic(ctx, adm, topic, partitions); err != nil {
+	if err := createTopicRF(ctx, adm, topic, partitions, int16(cfg.replicationFactor)); err != nil {
 		return fail("create topic", err)
 	}
 	if !cfg.keepTopics {
@@ -192,7 +198,8 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 	}
 
 	log.Info("producing", "records", cfg.records, "duration", cfg.duration, "record_bytes", cfg.recordBytes, "producers", cfg.producers)
-	prodCPU := startPhaseCPU(cfg.serverPID)
+	prodCPU := startPhaseCPU(cfg.serverPIDs)
+	prodDisk := startPhaseDisk(cfg.serverPIDs)
 	prod, err := produce(ctx, log, cfg, topic)
 	if prod != nil {
 		res.setProduce(prod)
@@ -200,6 +207,7 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 	var produceCPUOK bool
 	if prod != nil {
 		res.ServerCPUPerGBProduce, res.ClientCPUPerGBProduce, produceCPUOK = prodCPU.perGB(prod.bytes)
+		res.setDisk(prodDisk, prod.bytes, cfg.serverPIDs)
 	}
 	if err != nil {
 		return fail("produce", err)
@@ -219,13 +227,14 @@ func runOne(ctx context.Context, log *slog.Logger, cfg config, adm *kadm.Client,
 		return fail("list offsets", err)
 	}
 	log.Info("consuming")
-	consCPU := startPhaseCPU(cfg.serverPID)
+	consCPU := startPhaseCPU(cfg.serverPIDs)
 	cons, err := consume(ctx, log, cfg, topic, ranges, prod.committed)
 	if cons != nil {
 		res.setConsume(cons)
 		var ok bool
 		res.ServerCPUPerGBConsume, res.ClientCPUPerGBConsume, ok = consCPU.perGB(cons.bytes)
 		res.CPUMeasured = ok && produceCPUOK
+		res.updatePeakRSS(cfg.serverPIDs)
 	}
 	if err != nil {
 		return fail("consume", err)

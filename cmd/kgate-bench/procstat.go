@@ -58,22 +58,25 @@ func readRSS(pid string) (int64, error) {
 	return 0, errors.New("no VmRSS in /proc/" + pid + "/status")
 }
 
-// phaseCPU is the CPU time of the server (-server-pid) and of this
-// process at the start of a phase.
+// phaseCPU is the CPU time of the servers (-server-pid, summed) and of
+// this process at the start of a phase.
 type phaseCPU struct {
-	pid          string
+	pids         []string
 	server, self time.Duration
 }
 
-// startPhaseCPU reads both CPU times; nil when pid is 0 or either cannot
+// startPhaseCPU reads both CPU times; nil when pids is empty or any cannot
 // be read (the phase is then reported without them).
-func startPhaseCPU(pid int) *phaseCPU {
-	if pid == 0 {
+func startPhaseCPU(pids []int) *phaseCPU {
+	if len(pids) == 0 {
 		return nil
 	}
-	p := &phaseCPU{pid: strconv.Itoa(pid)}
+	p := &phaseCPU{}
+	for _, pid := range pids {
+		p.pids = append(p.pids, strconv.Itoa(pid))
+	}
 	var err error
-	if p.server, err = procstat.CPU(p.pid); err != nil {
+	if p.server, err = serversCPU(p.pids); err != nil {
 		return nil
 	}
 	if p.self, err = procstat.CPU("self"); err != nil {
@@ -82,14 +85,26 @@ func startPhaseCPU(pid int) *phaseCPU {
 	return p
 }
 
-// perGB is the CPU seconds the server and this process used since the
+func serversCPU(pids []string) (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range pids {
+		c, err := procstat.CPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += c
+	}
+	return sum, nil
+}
+
+// perGB is the CPU seconds the servers and this process used since the
 // phase started, per GB (10^9 bytes) of bytes; ok is false when they
 // cannot be read.
 func (p *phaseCPU) perGB(bytes int64) (server, self float64, ok bool) {
 	if p == nil || bytes <= 0 {
 		return 0, 0, false
 	}
-	s, err := procstat.CPU(p.pid)
+	s, err := serversCPU(p.pids)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -99,4 +114,60 @@ func (p *phaseCPU) perGB(bytes int64) (server, self float64, ok bool) {
 	}
 	gb := float64(bytes) / 1e9
 	return (s - p.server).Seconds() / gb, (c - p.self).Seconds() / gb, true
+}
+
+// phaseDisk is each server's write_bytes at the start of a phase.
+type phaseDisk struct {
+	pids  []string
+	start []int64
+}
+
+// startPhaseDisk reads each server's write_bytes; nil when pids is empty
+// or any cannot be read.
+func startPhaseDisk(pids []int) *phaseDisk {
+	if len(pids) == 0 {
+		return nil
+	}
+	p := &phaseDisk{}
+	for _, pid := range pids {
+		s := strconv.Itoa(pid)
+		n, err := procstat.WriteBytes(s)
+		if err != nil {
+			return nil
+		}
+		p.pids, p.start = append(p.pids, s), append(p.start, n)
+	}
+	return p
+}
+
+// perByte is each server's growth of write_bytes since the phase started
+// divided by bytes; ok is false when any cannot be read.
+func (p *phaseDisk) perByte(bytes int64) (each []float64, ok bool) {
+	if p == nil || bytes <= 0 {
+		return nil, false
+	}
+	for i, pid := range p.pids {
+		n, err := procstat.WriteBytes(pid)
+		if err != nil {
+			return nil, false
+		}
+		each = append(each, float64(n-p.start[i])/float64(bytes))
+	}
+	return each, true
+}
+
+// peakRSSMiB is each server's VmHWM in MiB; ok is false when any cannot
+// be read.
+func peakRSSMiB(pids []int) (each []float64, ok bool) {
+	if len(pids) == 0 {
+		return nil, false
+	}
+	for _, pid := range pids {
+		n, err := procstat.PeakRSS(strconv.Itoa(pid))
+		if err != nil {
+			return nil, false
+		}
+		each = append(each, float64(n)/(1<<20))
+	}
+	return each, true
 }

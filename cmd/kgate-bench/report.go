@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -53,6 +56,16 @@ type result struct {
 	ServerCPUPerGBConsume float64 `json:"server_cpu_s_per_gb_consume,omitempty"`
 	ClientCPUPerGBConsume float64 `json:"client_cpu_s_per_gb_consume,omitempty"`
 
+	// Each server's (-server-pid) bytes written to disk (write_bytes of
+	// /proc/<pid>/io) over the produce phase per byte of record values
+	// produced, and its peak RSS (VmHWM) after the run, in the order of
+	// -server-pid; the plain fields are the highest of them.
+	DiskMeasured                       bool      `json:"disk_measured,omitempty"`
+	ServerWriteBytesPerByteProduce     float64   `json:"server_write_bytes_per_byte_produce,omitempty"`
+	ServerWriteBytesPerByteProduceEach []float64 `json:"server_write_bytes_per_byte_produce_each,omitempty"`
+	ServerPeakRSSMiB                   float64   `json:"server_peak_rss_mib,omitempty"`
+	ServerPeakRSSMiBEach               []float64 `json:"server_peak_rss_mib_each,omitempty"`
+
 	// OK is true when both phases completed and the consumer read back
 	// exactly the records the producers had acknowledged.
 	OK    bool   `json:"ok"`
@@ -77,11 +90,47 @@ func (r *result) setProduce(p *produceResult) {
 	}
 }
 
+// setDisk sets the servers' bytes written per byte produced from the
+// produce phase's start (d) and their peak RSS as of now; DiskMeasured
+// only when every figure could be read.
+func (r *result) setDisk(d *phaseDisk, produced int64, pids []int) {
+	each, ok := d.perByte(produced)
+	if !ok {
+		return
+	}
+	rss, ok := peakRSSMiB(pids)
+	if !ok {
+		return
+	}
+	r.DiskMeasured = true
+	r.ServerWriteBytesPerByteProduceEach, r.ServerWriteBytesPerByteProduce = each, slices.Max(each)
+	r.ServerPeakRSSMiBEach, r.ServerPeakRSSMiB = rss, slices.Max(rss)
+}
+
+// updatePeakRSS reads the servers' peak RSS again (after the consume
+// phase), when it was measured.
+func (r *result) updatePeakRSS(pids []int) {
+	if !r.DiskMeasured {
+		return
+	}
+	if rss, ok := peakRSSMiB(pids); ok {
+		r.ServerPeakRSSMiBEach, r.ServerPeakRSSMiB = rss, slices.Max(rss)
+	}
+}
+
 func (r *result) setConsume(c *consumeResult) {
 	r.ConsumedRecords = c.records
 	r.ConsumeSeconds = c.elapsed.Seconds()
 	r.ConsumeRecordsPerS = perSecond(float64(c.records), c.elapsed)
 	r.ConsumeMiBPerS = perSecond(float64(c.bytes)/(1<<20), c.elapsed)
+}
+
+func joinFloats(v []float64, format string) string {
+	s := make([]string, len(v))
+	for i, f := range v {
+		s[i] = fmt.Sprintf(format, f)
+	}
+	return strings.Join(s, ", ")
 }
 
 func perSecond(v float64, d time.Duration) float64 {
@@ -97,6 +146,19 @@ func writeJSON(w io.Writer, results any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(results)
+}
+
+// writeJSONFile writes results as JSON to the file name.
+func writeJSONFile(name string, results any) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(f, results); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeTable prints one aligned row per run, then the error of each failed
@@ -131,6 +193,13 @@ func writeTable(w io.Writer, results []result) error {
 		if r.CPUMeasured {
 			fmt.Fprintf(w, "%s, %d partitions: CPU s per GB of records: produce server %.3f, client %.3f; consume server %.3f, client %.3f\n",
 				r.Label, r.Partitions, r.ServerCPUPerGBProduce, r.ClientCPUPerGBProduce, r.ServerCPUPerGBConsume, r.ClientCPUPerGBConsume)
+		}
+	}
+	for _, r := range results {
+		if r.DiskMeasured {
+			fmt.Fprintf(w, "%s, %d partitions: server bytes written to disk per byte produced %.2f (each: %s); peak RSS (VmHWM) %.0f MiB (each: %s)\n",
+				r.Label, r.Partitions, r.ServerWriteBytesPerByteProduce, joinFloats(r.ServerWriteBytesPerByteProduceEach, "%.2f"),
+				r.ServerPeakRSSMiB, joinFloats(r.ServerPeakRSSMiBEach, "%.0f"))
 		}
 	}
 	for _, r := range results {

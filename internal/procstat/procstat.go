@@ -50,3 +50,43 @@ func ParseTicks(b []byte) (uint64, error) {
 	}
 	return utime + stime, nil
 }
+
+// WriteBytes returns write_bytes of /proc/<pid>/io: the bytes pid (all its
+// threads, living and exited) has caused to be sent to the storage layer,
+// counted when it dirties a page, so a write later synced or not counts
+// alike. Reading another process's needs ptrace-read access (same user).
+func WriteBytes(pid string) (int64, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/io")
+	if err != nil {
+		return 0, err
+	}
+	return field(b, "write_bytes:", "", "/proc/"+pid+"/io")
+}
+
+// PeakRSS returns VmHWM of /proc/<pid>/status in bytes: the highest
+// resident set size pid has had.
+func PeakRSS(pid string) (int64, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, err
+	}
+	kb, err := field(b, "VmHWM:", "kB", "/proc/"+pid+"/status")
+	return kb << 10, err
+}
+
+// field returns the number after the line prefix key in b, which must be
+// followed by unit when unit is not empty.
+func field(b []byte, key, unit, file string) (int64, error) {
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, key)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 1+min(len(unit), 1) || (unit != "" && f[1] != unit) {
+			return 0, fmt.Errorf("%s: malformed %q", file, strings.TrimSpace(line))
+		}
+		return strconv.ParseInt(f[0], 10, 64)
+	}
+	return 0, fmt.Errorf("%s: no %s", file, strings.TrimSuffix(key, ":"))
+}
