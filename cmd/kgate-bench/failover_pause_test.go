@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -75,5 +76,30 @@ func TestPauseSummary(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "back after resume") {
 		t.Errorf("kill rounds only, yet a pause summary:\n%s", b.String())
+	}
+}
+
+// A member counts as lost by the partitions taken from it: a lost or
+// revoked callback with partitions, while counting, marks that consumer
+// only; an empty callback (a cooperative rebalance that took nothing) and
+// callbacks before the group first settled do not.
+func TestPartitionsTakenPerConsumer(t *testing.T) {
+	f := &failover{log: slog.New(slog.DiscardHandler), topic: "t", assigned: make([]int, 3), taken: make([]int64, 3),
+		sessionErrs: map[string]int64{}, fetchErr: map[string]int64{}}
+	p := &consumerProgram{}
+	f.onProgramEvent(0, p, programEvent{Event: "assigned", Partitions: []int32{0, 1}})
+	f.onProgramEvent(0, p, programEvent{Event: "revoked", Partitions: []int32{1}})
+	if !slices.Equal(f.taken, []int64{0, 0, 0}) {
+		t.Fatalf("taken %v before counting started", f.taken)
+	}
+	f.counting = true
+	f.onProgramEvent(1, p, programEvent{Event: "lost", Partitions: []int32{2, 3}})
+	f.onProgramEvent(2, p, programEvent{Event: "revoked", Partitions: nil})
+	f.onRevoked(0, map[string][]int32{"t": {0}}, false)
+	if want := []int64{1, 1, 0}; !slices.Equal(f.taken, want) {
+		t.Errorf("taken %v, want %v", f.taken, want)
+	}
+	if f.lost != 1 || f.revoked != 1 {
+		t.Errorf("lost %d revoked %d, want 1 and 1", f.lost, f.revoked)
 	}
 }
