@@ -75,11 +75,13 @@ bench-short: build
 		BENCH_TXN_RECORDS=2000 BENCH_TXN_ARGS='-warmup 0' BENCH_LAT_RECORDS=500 \
 		./scripts/bench.sh -partitions 1,8 -records 20000
 	BENCH_SECTIONS=iggy BENCH_IGGY_RECORDS=20000 ./scripts/bench.sh
-	FAILOVER_KILLS=2 FAILOVER_KAFKA_KILLS=1 ./scripts/failover-bench.sh
+	FAILOVER_KILLS=2 FAILOVER_KAFKA_KILLS=1 FAILOVER_PAUSES=3s FAILOVER_PAUSE_ROUNDS=1 \
+		FAILOVER_PAUSE_CLIENTS=franz-go ./scripts/failover-bench.sh
 
 # Leader kills under live consumer groups (franz-go, Java, librdkafka)
-# against three kgate nodes and a three-broker Apache Kafka; see
-# scripts/failover-bench.sh (FAILOVER_KILLS, FAILOVER_KAFKA_KILLS, ...).
+# against three kgate nodes and a three-broker Apache Kafka, and with
+# FAILOVER_PAUSES leader pauses; see scripts/failover-bench.sh
+# (FAILOVER_KILLS, FAILOVER_KAFKA_KILLS, FAILOVER_PAUSES, ...).
 failover-bench: build
 	./scripts/failover-bench.sh
 

@@ -15,7 +15,11 @@
 # acknowledged, and every consumer has fetched one, and counts kills after
 # which the group's members or generation changed, acknowledged records
 # never consumed, records consumed twice and committed offsets that went
-# backwards. Extra flags are passed to every kgate-bench failover run.
+# backwards. With FAILOVER_PAUSES, each target and client then also has a
+# run of pauses: the leader (coordinator) is frozen with SIGSTOP for each
+# hold in turn and resumed with SIGCONT (kgate-bench failover -fault pause),
+# counting the members lost per hold. Extra flags are passed to every
+# kgate-bench failover run.
 #
 # Environment:
 #   FAILOVER_TARGETS      targets, in order (default "kgate kafka")
@@ -23,8 +27,12 @@
 #                         librdkafka-tuned"; the tuned ones run with the settings
 #                         docs/operations.md gives: franz-go MetadataMinAge 250ms and retry
 #                         backoff at least 500ms, librdkafka reconnect.backoff.max.ms=1000)
-#   FAILOVER_KILLS        kills per client against kgate (default 100)
-#   FAILOVER_KAFKA_KILLS  kills per client against Kafka (default 20)
+#   FAILOVER_KILLS        kills per client against kgate (default 100; 0: no kill runs)
+#   FAILOVER_KAFKA_KILLS  kills per client against Kafka (default 20; 0: no kill runs)
+#   FAILOVER_PAUSES       comma-separated holds of the pause runs, e.g. 3s,6s,10s,15s,20s
+#                         (default none: no pause runs)
+#   FAILOVER_PAUSE_ROUNDS pauses per client and target (default 2 per hold)
+#   FAILOVER_PAUSE_CLIENTS clients of the pause runs (default FAILOVER_CLIENTS)
 #   FAILOVER_PYTHON       python with confluent_kafka (default /usr/bin/python3)
 #   KEEP_WORK=1           keep the work directory (logs, JSON results)
 # Ports: kgate as scripts/bench-node.sh (BENCH_CLUSTER_PORT_BASE, default
@@ -44,6 +52,11 @@ read -r -a CLIENTS <<<"${FAILOVER_CLIENTS:-franz-go franz-go-tuned java librdkaf
 readonly TARGETS CLIENTS
 readonly KILLS="${FAILOVER_KILLS:-100}"
 readonly KAFKA_KILLS="${FAILOVER_KAFKA_KILLS:-20}"
+readonly PAUSES="${FAILOVER_PAUSES:-}"
+read -r -a PAUSE_CLIENTS <<<"${FAILOVER_PAUSE_CLIENTS:-${CLIENTS[*]}}"
+IFS=, read -r -a holds <<<"$PAUSES"
+readonly PAUSE_ROUNDS="${FAILOVER_PAUSE_ROUNDS:-$((2 * ${#holds[@]}))}"
+readonly PAUSE_CLIENTS
 readonly PYTHON="${FAILOVER_PYTHON:-/usr/bin/python3}"
 readonly EXTRA=("$@")
 readonly JAR="$REPO_ROOT/test/clients/java/target/kgate-e2e-java.jar"
@@ -100,7 +113,7 @@ run_bench() {
 		conf=reconnect.backoff.max.ms=1000
 		;;
 	esac
-	log "$name: $kills kills (log: $WORK/$name.log)"
+	log "$name: $kills rounds (log: $WORK/$name.log)"
 	RESULTS+=("$WORK/$name.json")
 	if ! KGATE_E2E_RDKAFKA_CONF="$conf" bin/kgate-bench failover -json -kills "$kills" -pids "$pids" "${cargs[@]}" "$@" "${EXTRA[@]}" \
 		>"$WORK/$name.json" 2>"$WORK/$name.log"; then
@@ -123,9 +136,14 @@ target_kgate() {
 			sleep 0.2
 		done
 	done
+	local restart
+	restart="$(printf '%q ' "$SCRIPT_DIR/bench-node.sh" start "$KGATE_DIR"){id}"
 	for c in "${CLIENTS[@]}"; do
-		run_bench "kgate-$c" "$KGATE_DIR" "$KILLS" "$c" -label kgate-3node -brokers "$kafka" -admin "$admin" \
-			-restart "$(printf '%q ' "$SCRIPT_DIR/bench-node.sh" start "$KGATE_DIR"){id}"
+		((KILLS == 0)) || run_bench "kgate-$c" "$KGATE_DIR" "$KILLS" "$c" -label kgate-3node -brokers "$kafka" -admin "$admin" -restart "$restart"
+	done
+	for c in "${PAUSE_CLIENTS[@]}"; do
+		[[ -z "$PAUSES" ]] || run_bench "kgate-pause-$c" "$KGATE_DIR" "$PAUSE_ROUNDS" "$c" -label kgate-3node -brokers "$kafka" -admin "$admin" \
+			-restart "$restart" -fault pause -pause "$PAUSES"
 	done
 	"$SCRIPT_DIR/bench-node.sh" stop "$KGATE_DIR"
 	KGATE_DIR=""
@@ -144,9 +162,14 @@ target_kafka() {
 			sleep 0.5
 		done
 	done
+	local restart
+	restart="$(printf '%q ' "$SCRIPT_DIR/kafka-cluster.sh" start "$KAFKA_DIR"){id}"
 	for c in "${CLIENTS[@]}"; do
-		run_bench "kafka-$c" "$KAFKA_DIR" "$KAFKA_KILLS" "$c" -label kafka-3broker -brokers "$brokers" -admin "" \
-			-restart "$(printf '%q ' "$SCRIPT_DIR/kafka-cluster.sh" start "$KAFKA_DIR"){id}"
+		((KAFKA_KILLS == 0)) || run_bench "kafka-$c" "$KAFKA_DIR" "$KAFKA_KILLS" "$c" -label kafka-3broker -brokers "$brokers" -admin "" -restart "$restart"
+	done
+	for c in "${PAUSE_CLIENTS[@]}"; do
+		[[ -z "$PAUSES" ]] || run_bench "kafka-pause-$c" "$KAFKA_DIR" "$PAUSE_ROUNDS" "$c" -label kafka-3broker -brokers "$brokers" -admin "" \
+			-restart "$restart" -fault pause -pause "$PAUSES"
 	done
 	"$SCRIPT_DIR/kafka-cluster.sh" stop "$KAFKA_DIR"
 	KAFKA_DIR=""
@@ -155,7 +178,8 @@ target_kafka() {
 for t in "${TARGETS[@]}"; do
 	[[ "$t" == kgate || "$t" == kafka ]] || die "unknown target $t (want kgate or kafka)"
 done
-for c in "${CLIENTS[@]}"; do
+[[ "$KILLS" =~ ^[0-9]+$ && "$KAFKA_KILLS" =~ ^[0-9]+$ && "$PAUSE_ROUNDS" =~ ^[0-9]+$ ]] || die "FAILOVER_KILLS, FAILOVER_KAFKA_KILLS and FAILOVER_PAUSE_ROUNDS must be counts"
+for c in "${CLIENTS[@]}" "${PAUSE_CLIENTS[@]}"; do
 	case "$c" in
 	franz-go | franz-go-tuned) ;;
 	java) [[ -f "$JAR" ]] || die "$JAR missing: make deps" ;;

@@ -51,6 +51,7 @@ type failover struct {
 	lastRec  time.Time   // last record fetched
 	assigned []int       // partitions held, per consumer
 	revoked  int64       // callbacks with partitions, while counting
+	taken    []int64     // revoke and lost callbacks with partitions while counting, per consumer
 	lost     int64
 	hbErrs   map[string]int64 // heartbeat answers by code, while counting
 	// Group sessions the clients themselves ended (kgo's group manage loop
@@ -89,7 +90,18 @@ type failRound struct {
 	// HeartbeatErrors are heartbeat answers with an error, kill to healthy.
 	HeartbeatErrors map[string]int64 `json:"heartbeat_errors,omitempty"`
 	RestartS        float64          `json:"restart_to_ready_s"`
-	Error           string           `json:"error,omitempty"`
+	// Fault is what was done to the leader: "kill" or "pause"; HoldMs how
+	// long a pause lasted.
+	Fault  string  `json:"fault,omitempty"`
+	HoldMs float64 `json:"hold_ms,omitempty"`
+	// MembersLost counts consumers that had partitions revoked or lost,
+	// or rejoined with a new member id, fault to healthy again.
+	MembersLost int `json:"members_lost"`
+	// BackMs: fault → both a record produced after it acknowledged and
+	// every consumer fetching one (the larger of producer_ms and
+	// record_all_ms); -1 if not both.
+	BackMs float64 `json:"back_ms"`
+	Error  string  `json:"error,omitempty"`
 
 	killedAddr string
 	killAt     time.Time
@@ -101,6 +113,7 @@ type failRound struct {
 	recLeft    int    // consumers without a record produced after the kill
 	gotAck     bool
 	done       chan struct{} // closed once every time is in
+	resumedAt  time.Time     // a paused node's SIGCONT; zero before
 	closed     bool
 }
 
@@ -139,6 +152,7 @@ func runFailoverCmd(args []string, stdout, stderr io.Writer) int {
 		pids:        maps.Clone(cfg.pids),
 		dead:        -1,
 		assigned:    make([]int, cfg.consumers),
+		taken:       make([]int64, cfg.consumers),
 		lastHB:      make([]time.Time, cfg.consumers),
 		hbErrs:      map[string]int64{},
 		sessionErrs: map[string]int64{},
@@ -345,8 +359,9 @@ func (f *failover) run(ctx context.Context) (*failoverResult, error) {
 	return res, nil
 }
 
-// round kills the leader once and brings the cluster back.
+// round kills (or pauses) the leader once and brings the cluster back.
 func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo.Client, n int) (*failRound, error) {
+	pause := f.cfg.fault == "pause"
 	leader, err := f.leader(ctx, -1)
 	if err != nil {
 		return nil, err
@@ -356,6 +371,7 @@ func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo
 		return nil, fmt.Errorf("leader node %d (pid %d) is not running: %w", leader, pid, err)
 	}
 	gens0 := f.generations(consumers)
+	ids0 := f.memberIDs(consumers)
 	hbLeft := f.cfg.consumers
 	if len(f.programs) > 0 {
 		hbLeft = 0 // heartbeats are seen only in process
@@ -364,22 +380,44 @@ func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo
 		RecordAllMs: -1, ProducerMs: -1,
 		killedAddr: f.nodes[leader].KafkaAddr, HeartbeatErrors: map[string]int64{},
 		hbGot: make([]bool, f.cfg.consumers), hbLeft: hbLeft,
-		recGot: make([]bool, f.cfg.consumers), recLeft: f.cfg.consumers, done: make(chan struct{})}
+		recGot: make([]bool, f.cfg.consumers), recLeft: f.cfg.consumers, done: make(chan struct{}),
+		Fault: f.cfg.fault, BackMs: -1}
+	var hold time.Duration
+	if pause {
+		hold = f.cfg.holds[(n-1)%len(f.cfg.holds)]
+		r.HoldMs = ms(hold)
+	}
 
 	f.mu.Lock()
 	callbacks0 := f.revoked + f.lost
+	taken0 := slices.Clone(f.taken)
 	sessionErrs0 := sum(f.sessionErrs)
 	r.killAt = time.Now()
 	f.cur = r
 	f.mu.Unlock()
-	f.log.Info("killing the leader", "round", n, "node", leader, "pid", pid)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	sig := syscall.SIGKILL
+	if pause {
+		sig = syscall.SIGSTOP
+		f.log.Info("pausing the leader", "round", n, "node", leader, "pid", pid, "hold", hold)
+	} else {
+		f.log.Info("killing the leader", "round", n, "node", leader, "pid", pid)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
 		f.mu.Lock()
 		f.cur = nil
 		f.mu.Unlock()
-		return nil, fmt.Errorf("kill node %d (pid %d): %w", leader, pid, err)
+		return nil, fmt.Errorf("signal %v to node %d (pid %d): %w", sig, leader, pid, err)
 	}
 	f.dead = leader
+	resumed := !pause
+	if pause {
+		// Whatever ends the round, the node must not stay frozen.
+		defer func() {
+			if !resumed {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}()
+	}
 
 	// Meanwhile, time the election as the admin API sees it, and restart
 	// the killed node -restart-after the kill, as an operator's supervisor
@@ -387,15 +425,34 @@ func (f *failover) round(ctx context.Context, adm *kadm.Client, consumers []*kgo
 	timer := time.NewTimer(f.cfg.roundTimeout)
 	poll := time.NewTicker(50 * time.Millisecond)
 	var restartC <-chan time.Time
-	if f.cfg.restartAfter > 0 {
-		rt := time.NewTimer(f.cfg.restartAfter)
+	if after := f.cfg.restartAfter; after > 0 || pause {
+		if pause {
+			after = hold
+		}
+		rt := time.NewTimer(after)
 		defer rt.Stop()
 		restartC = rt.C
 	}
 	restarted := false
 	var restartedAt time.Time
+	// Until a paused node is resumed, a leader other than it is a new one;
+	// after, it may be the leader (Kafka's coordinator stays put unless
+	// the pause outlasts the broker's session with the controller).
+	exclude := leader
 	restart := func() error {
 		restarted, restartedAt = true, time.Now()
+		if pause {
+			f.log.Info("resuming the leader", "round", n, "node", leader, "pid", pid)
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				return fmt.Errorf("resume node %d (pid %d): %w", leader, pid, err)
+			}
+			resumed = true
+			f.mu.Lock()
+			r.resumedAt = restartedAt
+			f.mu.Unlock()
+			f.dead, exclude = -1, -1
+			return nil
+		}
 		newPID, err := f.restartNode(ctx, leader)
 		if err != nil {
 			return fmt.Errorf("restart node %d: %w", leader, err)
@@ -428,7 +485,7 @@ wait:
 			if r.NewLeader >= 0 {
 				continue
 			}
-			if id, ok := f.tryLeader(ctx, leader); ok {
+			if id, ok := f.tryLeader(ctx, exclude); ok {
 				r.NewLeader = id
 				r.ElectedMs = ms(time.Since(r.killAt))
 			}
@@ -462,14 +519,17 @@ wait:
 		f.log.Warn("round incomplete", "round", n, "missing", r.Error)
 	}
 	if r.NewLeader < 0 {
-		if nl, err := f.leader(ctx, leader); err == nil {
+		if nl, err := f.leader(ctx, exclude); err == nil {
 			r.NewLeader = nl
 			r.ElectedMs = ms(time.Since(r.killAt)) // an upper bound
 		} else {
 			f.log.Warn("no new leader", "err", err)
 		}
 	}
-	f.log.Info("leader killed", "round", n, "elected_ms", r.ElectedMs, "heartbeat_ms", r.HBMs, "heartbeat_all_ms", r.HBAllMs,
+	if r.ProducerMs >= 0 && r.RecordAllMs >= 0 {
+		r.BackMs = max(r.ProducerMs, r.RecordAllMs)
+	}
+	f.log.Info("round over", "round", n, "fault", f.cfg.fault, "hold", hold, "back_ms", r.BackMs, "elected_ms", r.ElectedMs, "heartbeat_ms", r.HBMs, "heartbeat_all_ms", r.HBAllMs,
 		"record_ms", r.RecordMs, "record_all_ms", r.RecordAllMs, "producer_ms", r.ProducerMs, "new_leader", r.NewLeader, "heartbeat_node", r.HBNode)
 
 	if !restarted {
@@ -490,9 +550,15 @@ wait:
 	}
 
 	gens1 := f.generations(consumers)
+	ids1 := f.memberIDs(consumers)
 	f.mu.Lock()
 	r.Rebalances = f.revoked + f.lost - callbacks0
 	r.SessionErrors = sum(f.sessionErrs) - sessionErrs0
+	for i := range f.taken {
+		if f.taken[i] > taken0[i] || (ids0 != nil && ids1[i] != ids0[i]) {
+			r.MembersLost++
+		}
+	}
 	f.mu.Unlock()
 	for i := range gens0 {
 		if gens1[i] != gens0[i] {
@@ -615,7 +681,12 @@ func (f *failover) onHeartbeat(i int, addr string, code int16, at time.Time) {
 	// Only the leader answers a heartbeat without error (a leader still
 	// loading answers NONE too), so any node but the killed one is the new
 	// leader.
-	if r == nil || r.hbGot[i] || addr == r.killedAddr || !at.After(r.killAt) {
+	if r == nil || r.hbGot[i] || !at.After(r.killAt) {
+		return
+	}
+	// A paused node answers again once resumed (Kafka's coordinator, if
+	// the pause was too short to move it).
+	if addr == r.killedAddr && (r.resumedAt.IsZero() || at.Before(r.resumedAt)) {
 		return
 	}
 	r.hbGot[i] = true
@@ -671,6 +742,9 @@ func (f *failover) onRevoked(i int, m map[string][]int32, lost bool) {
 	f.assigned[i] = max(f.assigned[i]-n, 0)
 	if !f.counting || n == 0 {
 		return
+	}
+	if i < len(f.taken) {
+		f.taken[i]++
 	}
 	if lost {
 		f.lost++
@@ -768,6 +842,19 @@ func (f *failover) generations(consumers []*kgo.Client) []int32 {
 	out := make([]int32, len(consumers))
 	for i, cl := range consumers {
 		_, out[i] = cl.GroupMetadata()
+	}
+	return out
+}
+
+// memberIDs is each in-process consumer's member id; nil for consumer
+// programs (their callbacks tell a lost member).
+func (f *failover) memberIDs(consumers []*kgo.Client) []string {
+	if len(f.programs) > 0 {
+		return nil
+	}
+	out := make([]string, len(consumers))
+	for i, cl := range consumers {
+		out[i], _ = cl.GroupMetadata()
 	}
 	return out
 }

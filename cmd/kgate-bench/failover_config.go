@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,11 @@ type failoverConfig struct {
 	roundTimeout    time.Duration
 	readyTimeout    time.Duration
 	settle          time.Duration
+	// fault is "kill" (SIGKILL, restart) or "pause" (SIGSTOP for a hold,
+	// then SIGCONT); holds are the pause lengths, round n taking
+	// holds[(n-1) % len(holds)].
+	fault string
+	holds []time.Duration
 
 	json        bool
 	verbose     bool
@@ -58,6 +64,9 @@ by FindCoordinator), SIGKILLs its process (-pids), runs -restart for it
   (b) a record produced after the kill is acknowledged (producer back),
   (c) every consumer has fetched a record produced after the kill, and
   (d) for franz-go, every consumer's heartbeat succeeds on another node.
+With -fault pause the leader is not killed but frozen: SIGSTOP, then SIGCONT
+after a hold (-pause, a list the rounds take in turn), as a GC pause or a
+stopped VM would; -kills then counts pauses and -restart is not needed.
 Kills after which a member's generation changed, a rebalance callback ran
 or a client ended its group session are counted; at the end, acknowledged
 records never consumed, records consumed twice and committed offsets seen
@@ -70,7 +79,7 @@ Usage: kgate-bench failover -brokers ... -admin ... -pids ... -restart ... [flag
 
 func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error) {
 	var cfg failoverConfig
-	var brokers, admin, pids string
+	var brokers, admin, pids, holds string
 	fs := flag.NewFlagSet("kgate-bench failover", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.Usage = func() {
@@ -102,6 +111,8 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 	fs.DurationVar(&cfg.roundTimeout, "round-timeout", 60*time.Second, "give up waiting for (a) and (b) after a kill after this long")
 	fs.DurationVar(&cfg.readyTimeout, "ready-timeout", 2*time.Minute, "wait this long for a restarted node's /readyz, a leader and a Stable group")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "pause once everything is healthy again before the next kill")
+	fs.StringVar(&cfg.fault, "fault", "kill", "the fault each round: kill (SIGKILL, then -restart) or pause (SIGSTOP for a hold, then SIGCONT)")
+	fs.StringVar(&holds, "pause", "6s", "with -fault pause, comma-separated `holds`; round n pauses for the ((n-1) mod count)th, e.g. 3s,6s,10s,15s,20s")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&cfg.verbose, "v", false, "verbose logging, including the Kafka client's")
 	fs.BoolVar(&cfg.clientDebug, "client-debug", false, "with -v, the Kafka clients' debug logs too")
@@ -123,9 +134,18 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 	if cfg.pids, err = parsePIDs(pids); err != nil {
 		return failoverConfig{}, fmt.Errorf("-pids: %w", err)
 	}
+	if cfg.holds, err = parseHolds(holds); err != nil {
+		return failoverConfig{}, fmt.Errorf("-pause: %w", err)
+	}
 	switch {
-	case cfg.restart == "":
+	case cfg.fault != "kill" && cfg.fault != "pause":
+		return failoverConfig{}, fmt.Errorf("-fault %q: want kill or pause", cfg.fault)
+	case cfg.fault == "kill" && cfg.restart == "":
 		return failoverConfig{}, errors.New("-restart is required")
+	case cfg.fault == "pause" && slices.Max(cfg.holds) >= cfg.roundTimeout:
+		// The round's wait ends at -round-timeout; the node must be
+		// resumed inside it.
+		return failoverConfig{}, fmt.Errorf("-pause %v: every hold must be shorter than -round-timeout %v", slices.Max(cfg.holds), cfg.roundTimeout)
 	case cfg.kills < 1:
 		return failoverConfig{}, errors.New("-kills must be at least 1")
 	case cfg.partitions < 1 || cfg.consumers < 1:
@@ -139,6 +159,26 @@ func parseFailoverConfig(args []string, output io.Writer) (failoverConfig, error
 		return failoverConfig{}, errors.New("durations must be positive")
 	}
 	return cfg, nil
+}
+
+// parseHolds parses "3s,6s,10s".
+func parseHolds(s string) ([]time.Duration, error) {
+	fields, err := splitList(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for _, f := range fields {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q is not a positive duration", f)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no hold given")
+	}
+	return out, nil
 }
 
 // parsePIDs parses "1=1234,2=1235".

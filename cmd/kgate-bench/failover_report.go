@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"text/tabwriter"
+	"time"
 )
 
 // failoverResult is the outcome of a failover run.
@@ -79,10 +82,10 @@ type failoverResult struct {
 
 func writeFailoverTable(w io.Writer, r *failoverResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tkilled\tnew leader\telected ms\tproducer ms\theartbeat ms\tall heartbeats ms\trecord ms\tall consumers ms\trevoke+lost callbacks\tgen changes\tclient session errors\trestart→ready s\tnote\t")
+	fmt.Fprintln(tw, "round\tkilled\tnew leader\telected ms\tproducer ms\theartbeat ms\tall heartbeats ms\trecord ms\tall consumers ms\trevoke+lost callbacks\tgen changes\tclient session errors\trestart→ready s\tfault\thold ms\tmembers lost\tnote\t")
 	for _, x := range r.Rounds {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.1f\t%s\t\n", x.N, x.Killed, x.NewLeader, x.ElectedMs, x.ProducerMs, x.HBMs, x.HBAllMs,
-			x.RecordMs, x.RecordAllMs, x.Rebalances, x.GenChanges, x.SessionErrors, x.RestartS, x.Error)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.1f\t%s\t%.0f\t%d\t%s\t\n", x.N, x.Killed, x.NewLeader, x.ElectedMs, x.ProducerMs, x.HBMs, x.HBAllMs,
+			x.RecordMs, x.RecordAllMs, x.Rebalances, x.GenChanges, x.SessionErrors, x.RestartS, x.Fault, x.HoldMs, x.MembersLost, x.Error)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -135,6 +138,79 @@ func writeFailoverSummary(w io.Writer, rs []*failoverResult) error {
 			s(r.ProducerP50Ms), s(r.ProducerP99Ms), s(r.ProducerMaxMs),
 			s(r.RecordAllP50Ms), s(r.RecordAllP99Ms), s(r.RecordAllMaxMs),
 			r.Missing, r.Duplicates, len(r.Regressions), r.ProduceErrors, note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writePauseSummary(w, rs)
+}
+
+// pauseRow is the pause rounds of one target, client and hold.
+type pauseRow struct {
+	label, client string
+	holdMs        float64
+	rounds        int
+	lost          int // members lost, summed over the rounds
+	roundsLost    int // rounds that lost a member
+	incomplete    int // rounds where producer or consumers never came back
+	back          []float64
+	afterResume   []float64
+}
+
+// writePauseSummary prints, if any result paused the leader, one line per
+// target, client and hold: members lost and the time until the producer
+// and every consumer moved on, from the SIGSTOP and from the SIGCONT (0
+// when they were back before the node was resumed).
+func writePauseSummary(w io.Writer, rs []*failoverResult) error {
+	var rows []*pauseRow
+	find := func(label, client string, hold float64) *pauseRow {
+		for _, x := range rows {
+			if x.label == label && x.client == client && x.holdMs == hold {
+				return x
+			}
+		}
+		x := &pauseRow{label: label, client: client, holdMs: hold}
+		rows = append(rows, x)
+		return x
+	}
+	for _, r := range rs {
+		for _, x := range r.Rounds {
+			if x.Fault != "pause" {
+				continue
+			}
+			row := find(r.Label, r.Client, x.HoldMs)
+			row.rounds++
+			row.lost += x.MembersLost
+			if x.MembersLost > 0 {
+				row.roundsLost++
+			}
+			if x.BackMs < 0 {
+				row.incomplete++
+				continue
+			}
+			row.back = append(row.back, x.BackMs)
+			row.afterResume = append(row.afterResume, max(0, x.BackMs-x.HoldMs))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(rows, func(a, b *pauseRow) int { return cmp.Compare(a.holdMs, b.holdMs) })
+	s := func(v float64) string {
+		if v < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault\thold\tclient\ttarget\trounds\tmembers lost (rounds)\tback after pause p50 / p99\tback after resume p50 / p99\tnever back\t")
+	for _, x := range rows {
+		b50, b99, _ := sampleQuantiles(x.back)
+		a50, a99, _ := sampleQuantiles(x.afterResume)
+		fmt.Fprintf(tw, "pause\t%s\t%s\t%s\t%d\t%d (%d)\t%s / %s\t%s / %s\t%d\t\n",
+			time.Duration(x.holdMs*float64(time.Millisecond)), x.client, x.label, x.rounds, x.lost, x.roundsLost,
+			s(b50), s(b99), s(a50), s(a99), x.incomplete)
 	}
 	return tw.Flush()
 }
