@@ -91,6 +91,7 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 		bases = append(bases, b)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	var scans []segmentScan
 	for _, b := range bases {
 		path := filepath.Join(dir, segmentName(b))
 		if b >= next {
@@ -99,16 +100,54 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 			}
 			continue
 		}
-		s, err := openSegment(path, b, next)
+		sc, err := openSegment(path, b, next)
 		if err != nil {
+			l.closeSegments()
 			return nil, err
 		}
-		l.segments = append(l.segments, s)
+		l.segments = append(l.segments, sc.s)
+		scans = append(scans, sc)
+	}
+	// Below next every byte was synced before the checkpoint that gave next
+	// was written, so each segment must run whole up to the next one's base
+	// and the last up to next. A batch that is missing or unreadable there
+	// is damage, not a torn tail: cutting it would serve offsets below the
+	// high watermark as empty and destroy the intact batches after it (and
+	// the same bytes in a snapshot's hard link), so opening fails instead.
+	// Only whole segments may be missing, at the front: retention after the
+	// checkpoint removed them, and replaying the log trims the start again.
+	for i, sc := range scans {
+		want := next
+		if i+1 < len(scans) {
+			want = scans[i+1].s.base
+		}
+		if sc.end != want {
+			l.closeSegments()
+			return nil, fmt.Errorf("partlog: %s is damaged: its batches end at offset %d, where %d was synced (offsets %d to %d are missing or unreadable)",
+				sc.s.path, sc.end, want, sc.end, want-1)
+		}
+	}
+	for _, sc := range scans {
+		if sc.fileSize != sc.s.size {
+			// Past next (the checkpoint's end) or a torn batch after it:
+			// the only cuts, which a Raft snapshot's hard links rely on.
+			if err := sc.s.f.Truncate(sc.s.size); err != nil {
+				l.closeSegments()
+				return nil, err
+			}
+		}
 	}
 	if err := l.dropBeforeLocked(); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+func (l *Log) closeSegments() {
+	for _, s := range l.segments {
+		s.f.Close()
+	}
+	l.segments = nil
 }
 
 // SetSegmentBytes changes the size at which the active segment rolls, from
@@ -124,21 +163,30 @@ func (l *Log) SetSegmentBytes(n int64) {
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d%s", base, segmentSuffix) }
 
-// openSegment scans the batches of a segment file, rebuilding its index, and
-// truncates it at the first batch that is incomplete or reaches next.
-func openSegment(path string, base, next int64) (*segment, error) {
+// segmentScan is what openSegment found in a segment file.
+type segmentScan struct {
+	s        *segment // size: the bytes of whole batches below next
+	end      int64    // the offset after its last such batch (base if none)
+	fileSize int64
+}
+
+// openSegment scans the batches of a segment file below next, rebuilding its
+// index. It does not cut what follows them: Open decides whether that is a
+// tail to cut or damage.
+func openSegment(path string, base, next int64) (segmentScan, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, err
+		return segmentScan{}, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return segmentScan{}, err
 	}
 	s := &segment{base: base, path: path, f: f, maxTs: -1, lastIdxPos: -indexIntervalSize}
 	var hdr [minBatchSize]byte
 	var pos int64
+	end := base
 	for pos+minBatchSize <= st.Size() {
 		if _, err := f.ReadAt(hdr[:], pos); err != nil {
 			break
@@ -149,19 +197,11 @@ func openSegment(path string, base, next int64) (*segment, error) {
 			break
 		}
 		s.noteBatch(bo, pos, int64(binary.BigEndian.Uint64(hdr[offMaxTimestamp:])))
+		end = bo + int64(int32(binary.BigEndian.Uint32(hdr[offLastDelta:]))) + 1
 		pos += size
 	}
-	if pos != st.Size() {
-		// Only ever past next or a torn tail: a Raft snapshot hard-links
-		// segment files and relies on the bytes below its recorded
-		// lengths (at most the checkpoint's next) never changing.
-		if err := f.Truncate(pos); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
 	s.size = pos
-	return s, nil
+	return segmentScan{s: s, end: end, fileSize: st.Size()}, nil
 }
 
 func (s *segment) noteBatch(baseOffset, pos, maxTs int64) {
@@ -263,12 +303,20 @@ func (l *Log) activeLocked(base, n int64) (*segment, error) {
 			return s, nil
 		}
 	}
-	s, err := openSegment(filepath.Join(l.dir, segmentName(base)), base, base)
+	sc, err := openSegment(filepath.Join(l.dir, segmentName(base)), base, base)
 	if err != nil {
 		return nil, err
 	}
-	l.segments = append(l.segments, s)
-	return s, nil
+	if sc.fileSize != 0 {
+		// Nothing at or past base can be in a file before it is created
+		// (Open removes such files); were one there, it is cut as before.
+		if err := sc.s.f.Truncate(0); err != nil {
+			sc.s.f.Close()
+			return nil, err
+		}
+	}
+	l.segments = append(l.segments, sc.s)
+	return sc.s, nil
 }
 
 // Read returns whole batches starting with the one that holds offset, up to

@@ -610,3 +610,113 @@ func TestAppendFailingPartwayCutsBack(t *testing.T) {
 	l = open(t, dir, 0, end, 1<<20)
 	checkBatches(t, readAll(t, l, 0), want)
 }
+
+// Below next every byte was synced before the checkpoint naming next: a
+// batch there that cannot be read is damage. Opening reports it, naming
+// the file, and changes nothing on disk, where a cut would serve offsets
+// below the high watermark as empty and destroy the batches after it.
+func TestOpenRefusesDamageBelowNext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string, files []string, want []stored)
+	}{
+		{"a length field in the last segment", func(t *testing.T, dir string, files []string, want []stored) {
+			path := filepath.Join(dir, files[len(files)-1])
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The second batch of the file claims to run past its end.
+			first := int(binary.BigEndian.Uint32(raw[8:])) + 12
+			binary.BigEndian.PutUint32(raw[first+8:], uint32(len(raw)))
+			if err := os.WriteFile(path, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the tail of a middle segment", func(t *testing.T, dir string, files []string, want []stored) {
+			path := filepath.Join(dir, files[1])
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, st.Size()-40); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a middle segment file", func(t *testing.T, dir string, files []string, want []stored) {
+			if err := os.Remove(filepath.Join(dir, files[1])); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the last segment file", func(t *testing.T, dir string, files []string, want []stored) {
+			if err := os.Remove(filepath.Join(dir, files[len(files)-1])); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir, 0, 0, 1000)
+			var want []stored
+			fill(t, l, 30, &want)
+			next := l.Next()
+			l.Close()
+			files := segmentFiles(t, dir)
+			if len(files) < 3 {
+				t.Fatalf("%d segment files, the test needs 3 or more", len(files))
+			}
+			tc.damage(t, dir, files, want)
+			sizes := map[string]int64{}
+			for _, f := range segmentFiles(t, dir) {
+				st, err := os.Stat(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes[f] = st.Size()
+			}
+
+			l2, err := partlog.Open(dir, 0, next, 1000)
+			if err == nil {
+				l2.Close()
+				t.Fatal("opened a log whose batches below next are damaged")
+			}
+			if !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), dir) {
+				t.Errorf("error does not say which file is damaged: %v", err)
+			}
+			for f, size := range sizes {
+				if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() != size {
+					t.Errorf("%s changed by the failed open", f)
+				}
+			}
+		})
+	}
+}
+
+// Retention after the checkpoint may have removed whole segments at the
+// front (replaying the log trims the start again): the rest opens.
+func TestOpenAllowsFrontSegmentsRemovedAfterTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 0, 0, 1000)
+	var want []stored
+	fill(t, l, 30, &want)
+	segs := l.Segments()
+	next := l.Next()
+	l.Close()
+	files := segmentFiles(t, dir)
+	for _, f := range files[:2] {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = open(t, dir, 0, next, 1000)
+	if err := l.TrimTo(segs[2].Base); err != nil {
+		t.Fatal(err)
+	}
+	var rest []stored
+	for _, w := range want {
+		if w.base >= segs[2].Base {
+			rest = append(rest, w)
+		}
+	}
+	checkBatches(t, readAll(t, l, segs[2].Base), rest)
+}
