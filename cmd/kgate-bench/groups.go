@@ -20,6 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/internal/procstat"
 )
 
 // groupBench is one run of the groups or joinstorm subcommand.
@@ -220,7 +222,7 @@ func (b *groupBench) measureWindow(ctx context.Context, res *groupsResult) error
 		} else {
 			b.log.Warn("leader CPU not measured", "pid", pid, "err", err)
 		}
-		if rss, err := readRSS(pid); err == nil {
+		if rss, err := procstat.RSS(pid); err == nil {
 			res.LeaderRSSMiB = float64(rss) / (1 << 20)
 		}
 	}

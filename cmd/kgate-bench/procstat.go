@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kgate/kgate/internal/procstat"
@@ -34,28 +31,6 @@ func cpuPercent(a, b procCPU) float64 {
 		return 0
 	}
 	return 100 * float64(b.cpu-a.cpu) / float64(wall)
-}
-
-// readRSS returns the resident set size of pid in bytes.
-func readRSS(pid string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/" + pid + "/status")
 }
 
 // phaseCPU is the CPU time of the servers (-server-pid, summed) and of

@@ -65,12 +65,18 @@ func WriteBytes(pid string) (int64, error) {
 
 // PeakRSS returns VmHWM of /proc/<pid>/status in bytes: the highest
 // resident set size pid has had.
-func PeakRSS(pid string) (int64, error) {
+func PeakRSS(pid string) (int64, error) { return statusBytes(pid, "VmHWM:") }
+
+// RSS returns VmRSS of /proc/<pid>/status in bytes: the resident set size
+// now.
+func RSS(pid string) (int64, error) { return statusBytes(pid, "VmRSS:") }
+
+func statusBytes(pid, key string) (int64, error) {
 	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, err
 	}
-	kb, err := field(b, "VmHWM:", "kB", "/proc/"+pid+"/status")
+	kb, err := field(b, key, "kB", "/proc/"+pid+"/status")
 	return kb << 10, err
 }
 
