@@ -112,8 +112,8 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 	// was written, so each segment must run whole up to the next one's base
 	// and the last up to next. A batch that is missing or unreadable there
 	// is damage, not a torn tail: cutting it would serve offsets below the
-	// high watermark as empty and destroy the intact batches after it (and
-	// the same bytes in a snapshot's hard link), so opening fails instead.
+	// high watermark as empty and destroy the intact batches after it, so
+	// opening fails instead.
 	// Only whole segments may be missing, at the front: retention after the
 	// checkpoint removed them, and replaying the log trims the start again.
 	for i, sc := range scans {
@@ -129,8 +129,7 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 	}
 	for _, sc := range scans {
 		if sc.fileSize != sc.s.size {
-			// Past next (the checkpoint's end) or a torn batch after it:
-			// the only cuts, which a Raft snapshot's hard links rely on.
+			// Past next (the checkpoint's end) or a torn batch after it.
 			if err := sc.s.f.Truncate(sc.s.size); err != nil {
 				l.closeSegments()
 				return nil, err
