@@ -302,20 +302,16 @@ func (l *Log) activeLocked(base, n int64) (*segment, error) {
 			return s, nil
 		}
 	}
-	sc, err := openSegment(filepath.Join(l.dir, segmentName(base)), base, base)
+	// A new segment starts empty: nothing at or past base is in any file
+	// (Open removed such files), so there is nothing to scan.
+	path := filepath.Join(l.dir, segmentName(base))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if sc.fileSize != 0 {
-		// Nothing at or past base can be in a file before it is created
-		// (Open removes such files); were one there, it is cut as before.
-		if err := sc.s.f.Truncate(0); err != nil {
-			sc.s.f.Close()
-			return nil, err
-		}
-	}
-	l.segments = append(l.segments, sc.s)
-	return sc.s, nil
+	s := &segment{base: base, path: path, f: f, maxTs: -1, lastIdxPos: -indexIntervalSize}
+	l.segments = append(l.segments, s)
+	return s, nil
 }
 
 // Read returns whole batches starting with the one that holds offset, up to
