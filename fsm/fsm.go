@@ -66,6 +66,14 @@ type FSM struct {
 	halted   atomic.Pointer[HaltError]
 	// aclVersion changes with every change of acls (local, not replicated).
 	aclVersion atomic.Uint64
+
+	// ckptMu orders checkpoint writes against Restore. Raft persists a
+	// snapshot on its own goroutine, which can still be about to write that
+	// snapshot's checkpoint after a Restore replaced the state; generation
+	// counts the Restores, so that such a checkpoint, naming partition
+	// offsets the files no longer hold, is never written.
+	ckptMu     sync.Mutex
+	generation uint64
 }
 
 // Topic is one topic. Name, ID and Partitions are read under the FSM lock.

@@ -297,6 +297,46 @@ func TestCheckpointAndReplayAfterCrash(t *testing.T) {
 	}
 }
 
+// Raft persists a snapshot on its own goroutine while the FSM goroutine may
+// already be restoring a newer one from the leader. The older snapshot's
+// checkpoint, written last, must not name the old state: a restart would
+// open the restored files as if they held it.
+func TestSnapshotPersistedAfterARestoreLeavesTheRestoredCheckpoint(t *testing.T) {
+	log := commandLog(11, 300)
+	leader := openFSM(t, t.TempDir())
+	applyAll(leader, log)
+	newer := snapshotBytes(t, leader)
+
+	dir := t.TempDir()
+	f, err := Open(Options{Dir: dir, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 120; i++ {
+		f.Apply(uint64(i+1), log[i])
+	}
+	older, err := f.Snapshot() // taken, not yet persisted
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(bytes.NewReader(newer)); err != nil {
+		t.Fatal(err)
+	}
+	if err := older.Persist(f, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	older.Release()
+	f.Close()
+
+	g := openFSM(t, dir)
+	if g.Applied() != uint64(len(log)) {
+		t.Fatalf("applied after reopen = %d, want the restored snapshot's %d", g.Applied(), len(log))
+	}
+	if !bytes.Equal(snapshotBytes(t, g), newer) {
+		t.Fatal("state after reopen differs from the restored snapshot")
+	}
+}
+
 func TestRestoreKeepsLocalStateThatCoversSnapshot(t *testing.T) {
 	log := commandLog(3, 200)
 	dir := t.TempDir()

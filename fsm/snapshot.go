@@ -189,6 +189,9 @@ type Snapshot struct {
 	meta   []byte
 	ranges []*partlog.Range
 	logs   []*partlog.Log
+	// generation is the FSM's at the snapshot: Persist writes no
+	// checkpoint once a Restore has replaced the state (writeCheckpoint).
+	generation uint64
 }
 
 // Snapshot captures the state as of the last applied entry. It must be
@@ -198,7 +201,9 @@ func (f *FSM) Snapshot() (*Snapshot, error) {
 		// Raft would compact the log past the entry we could not apply.
 		return nil, h
 	}
-	s := &Snapshot{Index: f.applied.Load()}
+	f.ckptMu.Lock()
+	s := &Snapshot{Index: f.applied.Load(), generation: f.generation}
+	f.ckptMu.Unlock()
 	e := &enc{}
 	f.encodeMeta(e)
 	s.meta = e.b
@@ -235,7 +240,7 @@ func (s *Snapshot) Persist(f *FSM, w io.Writer) error {
 			return err
 		}
 	}
-	if err := f.writeCheckpoint(s.Index, s.meta); err != nil {
+	if err := f.writeCheckpoint(s.generation, s.Index, s.meta); err != nil {
 		return err
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -284,7 +289,16 @@ func (s *Snapshot) Encode(w io.Writer) error {
 	return nil
 }
 
-func (f *FSM) writeCheckpoint(index uint64, meta []byte) error {
+// writeCheckpoint writes the checkpoint of the state at index, as of the
+// given generation: after a Restore (a newer generation) it writes nothing,
+// since the state it describes is gone.
+func (f *FSM) writeCheckpoint(generation, index uint64, meta []byte) error {
+	f.ckptMu.Lock()
+	defer f.ckptMu.Unlock()
+	if generation != f.generation {
+		f.log.Info("snapshot's checkpoint not written: a restored snapshot replaced its state", "index", index)
+		return nil
+	}
 	e := &enc{}
 	e.b = append(e.b, snapshotMagic...)
 	e.u64(index)
@@ -542,23 +556,34 @@ func (f *FSM) Restore(r io.Reader) error {
 	// partition data that is gone: it goes first, so that a restart
 	// starts empty and Raft restores its snapshot again. A failure halts
 	// the FSM: nothing may be applied over half a state.
-	if err := os.Remove(f.checkpointPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	generation, err := f.dropCheckpoint()
+	if err != nil {
 		return err
 	}
-	if err := syncDir(f.checkpointPath()); err != nil {
-		return err
-	}
-	err := f.installMeta(index, m, br)
+	err = f.installMeta(index, m, br)
 	if err == nil {
 		err = f.syncLogs()
 	}
 	if err == nil {
-		err = f.writeCheckpoint(index, raw)
+		err = f.writeCheckpoint(generation, index, raw)
 	}
 	if err != nil {
 		return f.halt(index, "restore snapshot", fmt.Errorf("fsm: restore: %w", err))
 	}
 	return nil
+}
+
+// dropCheckpoint removes the checkpoint before a Restore replaces the state
+// and starts a new generation, so that no snapshot of the old state writes
+// its checkpoint from then on. It returns the new generation.
+func (f *FSM) dropCheckpoint() (uint64, error) {
+	f.ckptMu.Lock()
+	defer f.ckptMu.Unlock()
+	f.generation++
+	if err := os.Remove(f.checkpointPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return f.generation, err
+	}
+	return f.generation, syncDir(f.checkpointPath())
 }
 
 func (f *FSM) syncLogs() error {
