@@ -581,6 +581,11 @@ func TestFreshLeaderNeverNamesASilentLeader(t *testing.T) {
 	f := anyFollower(t, c.nodes, old)
 
 	streamOf(t, old.raftAddr).setStalled(true)
+	// What the old leader wrote just before the stall can still reach f
+	// after it: ask once f has heard nothing for more than two heartbeat
+	// intervals (the harness's leader sends one every 25 ms), so that the
+	// old leader's last word comes before the question.
+	awaitSilence(t, f, old.id, 60*time.Millisecond)
 	asked := time.Now()
 	stale, _ := f.n.ServingLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -608,6 +613,22 @@ func TestFreshLeaderNeverNamesASilentLeader(t *testing.T) {
 		t.Fatalf("follower %d named %d (%v), want the leader %d", follower.id, got.ID, ok, leader.id)
 	}
 	t.Logf("a follower of a live leader answered after %v", time.Since(start))
+}
+
+// awaitSilence waits until tn has heard nothing from its leader for quiet,
+// or follows a leader other than was.
+func awaitSilence(t *testing.T, tn *testNode, was int32, quiet time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Since(tn.n.raft.LastContact()) < quiet {
+		if _, id := tn.n.raft.LeaderWithID(); id != "" && string(id) != fmt.Sprint(was) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d kept hearing from its leader for 10 s after the stall", tn.id)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // Two of three nodes lost for good: the survivor, restarted with a
