@@ -277,6 +277,16 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// Unlisten closes what Listen bound, so that a later Listen binds it again:
+// a starting node checks its ports at once but takes no client until it
+// can serve.
+func (s *Server) Unlisten() {
+	for _, b := range s.lns {
+		b.ln.Close()
+	}
+	s.lns = nil
+}
+
 // Addr is the bound address of the first listener.
 func (s *Server) Addr() net.Addr { return s.lns[0].ln.Addr() }
 

@@ -233,9 +233,16 @@ func serve(ctx context.Context, cfg *config) error {
 		return err
 	}
 	srv := gateway.New(gcfg, backend, node)
+	// The Kafka ports are checked now but open only once this node can
+	// serve (below). A port that accepted meanwhile would hold a client
+	// sent here by its broker list (a node restarting after a crash) until
+	// the node is ready, seconds later; refused, the client goes on to
+	// another node at once. A Kafka broker's port refuses until it serves
+	// too.
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
+	srv.Unlisten()
 	reg.MustRegister(node, groups, srv)
 	adminOpts, adminReloader, err := adminOptions(&cfg.securityConfig, log)
 	if err != nil {
@@ -246,6 +253,25 @@ func serve(ctx context.Context, cfg *config) error {
 	if err := adm.Listen(); err != nil {
 		return fmt.Errorf("admin listener on %s: %w", cfg.AdminAddr, err)
 	}
+	// The admin API serves from here on, while the node waits to be ready:
+	// /healthz answers, /readyz says why it is not ready yet.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer func() {
+		stopAdmin()
+		bg.Wait()
+	}()
+	bg.Add(2)
+	go func() {
+		defer bg.Done()
+		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, append([]*certs.Reloader{certReloader, linkReloader, adminReloader}, listenerReloaders...), node, log)
+	}()
+	go func() {
+		defer bg.Done()
+		if err := adm.Serve(adminCtx); err != nil {
+			log.Error("admin server", "err", err)
+		}
+	}()
 
 	// Serve once a leader is known and this node has applied the log, so
 	// the first answers already see every acknowledged record.
@@ -253,6 +279,9 @@ func serve(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("stopped: %w", node.HaltErr())
 	} else if err != nil && ctx.Err() == nil {
 		log.Warn("no leader yet; serving anyway (requests get retriable errors until one is elected)", "err", err)
+	}
+	if err := srv.Listen(); err != nil {
+		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
 	// Leader-only work runs in the node's leader lifecycle: started after
 	// each election's Barrier, stopped and waited for when leadership goes.
@@ -273,20 +302,6 @@ func serve(ctx context.Context, cfg *config) error {
 			return nil
 		})
 	}
-	adminCtx, stopAdmin := context.WithCancel(ctx)
-	defer stopAdmin()
-	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() {
-		defer bg.Done()
-		reloadOnHangup(adminCtx, hup, &cfg.securityConfig, append([]*certs.Reloader{certReloader, linkReloader, adminReloader}, listenerReloaders...), node, log)
-	}()
-	go func() {
-		defer bg.Done()
-		if err := adm.Serve(adminCtx); err != nil {
-			log.Error("admin server", "err", err)
-		}
-	}()
 	log.Info("kgate serving", "kafka", cfg.AdvertiseKafkaAddr, "bootstrap", srv.Addr().String(), "data_dir", cfg.DataDir)
 	fmt.Fprintf(os.Stdout, "kgate node %d ready: bootstrap servers %s\n", cfg.NodeID, cfg.AdvertiseKafkaAddr)
 	// On SIGTERM the leader hands over first, while its listener still
