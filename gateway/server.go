@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -219,10 +220,13 @@ type Server struct {
 
 	metrics *metrics
 
-	lns   []boundListener
-	mu    sync.Mutex
-	cut   cutOffWatch
-	conns map[*conn]struct{}
+	lns []boundListener
+	// listening: Listen bound every listener and Unlisten has not closed
+	// them since (/readyz waits for it).
+	listening atomic.Bool
+	mu        sync.Mutex
+	cut       cutOffWatch
+	conns     map[*conn]struct{}
 	// clients counts the conns of clients, which MaxConnections bounds;
 	// other nodes' links are counted apart (peers), under the same bound:
 	// Kafka admits inter-broker connections past max.connections, so a
@@ -274,13 +278,19 @@ func (s *Server) Listen() error {
 		}
 		s.lns = append(s.lns, boundListener{Listener: l, ln: ln})
 	}
+	s.listening.Store(true)
 	return nil
 }
+
+// Listening reports whether the Kafka listeners are bound (Listen) and not
+// closed again by Unlisten.
+func (s *Server) Listening() bool { return s.listening.Load() }
 
 // Unlisten closes what Listen bound, so that a later Listen binds it again:
 // a starting node checks its ports at once but takes no client until it
 // can serve.
 func (s *Server) Unlisten() {
+	s.listening.Store(false)
 	for _, b := range s.lns {
 		b.ln.Close()
 	}

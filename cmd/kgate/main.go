@@ -243,6 +243,13 @@ func serve(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("kafka listener on %s: %w", cfg.KafkaAddr, err)
 	}
 	srv.Unlisten()
+	// /readyz says ready only once clients can connect.
+	ready = append(ready, admin.ReadyCheck{Name: "kafka listeners", Check: func(context.Context) error {
+		if !srv.Listening() {
+			return errors.New("not open yet (they open once this node is ready)")
+		}
+		return nil
+	}})
 	reg.MustRegister(node, groups, srv)
 	adminOpts, adminReloader, err := adminOptions(&cfg.securityConfig, log)
 	if err != nil {
