@@ -38,7 +38,7 @@ func startCluster(t *testing.T, n int) []*testNodeAddrs {
 		nd := &testNodeAddrs{id: i + 1, kafka: freeAddr(t)}
 		adminAddr := freeAddr(t)
 		nd.admin = "http://" + adminAddr
-		nd.stop = runServe(t, []string{
+		nd.stop, _ = startServe(t, []string{
 			"--node-id", strconv.Itoa(i + 1), "--data-dir", t.TempDir(),
 			"--kafka-addr", nd.kafka, "--raft-addr", freeAddr(t), "--gossip-addr", gossip[i],
 			"--admin-addr", adminAddr, "--bootstrap-expect", strconv.Itoa(n), "--join", strings.Join(gossip, ","),
@@ -48,6 +48,9 @@ func startCluster(t *testing.T, n int) []*testNodeAddrs {
 			"--group-initial-rebalance-delay", "0s", "--log-level", "error",
 		})
 		nodes[i] = nd
+	}
+	for _, nd := range nodes {
+		awaitKafka(t, nd.kafka)
 	}
 	return nodes
 }

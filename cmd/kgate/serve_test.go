@@ -28,6 +28,16 @@ func freeAddr(t *testing.T) string {
 // runServe runs `kgate serve` with args until the returned stop is called.
 func runServe(t *testing.T, args []string) (stop func()) {
 	t.Helper()
+	stop, cfg := startServe(t, args)
+	awaitKafka(t, cfg.KafkaAddr)
+	return stop
+}
+
+// startServe starts serve like runServe but returns once the admin listener
+// is up: the Kafka listeners open only once the node is ready, which the
+// first node of a cluster is not until the others have started.
+func startServe(t *testing.T, args []string) (stop func(), cfg *config) {
+	t.Helper()
 	cfg, err := parseConfig(args, env())
 	if err != nil {
 		t.Fatal(err)
@@ -52,13 +62,13 @@ func runServe(t *testing.T, args []string) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	// Wait (bounded) for the Kafka listener.
+	// Wait (bounded) for the admin listener.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		nc, err := net.DialTimeout("tcp", cfg.KafkaAddr, time.Second)
+		nc, err := net.DialTimeout("tcp", cfg.AdminAddr, time.Second)
 		if err == nil {
 			nc.Close()
-			return stop
+			return stop, cfg
 		}
 		select {
 		case err := <-done:
@@ -68,8 +78,25 @@ func runServe(t *testing.T, args []string) (stop func()) {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Kafka listener %s never came up: %v", cfg.KafkaAddr, err)
+			t.Fatalf("admin listener %s never came up: %v", cfg.AdminAddr, err)
 		}
+	}
+}
+
+// awaitKafka waits (bounded) until the Kafka listener at addr accepts.
+func awaitKafka(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		nc, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			nc.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kafka listener %s never came up: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
