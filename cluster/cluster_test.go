@@ -956,7 +956,6 @@ func TestCutOffLeaderListedUntilFenced(t *testing.T) {
 	stream.setStalled(true)
 	t.Cleanup(func() { stream.setStalled(false) })
 	holeGossip(t, old, rest)
-	leaderAmong(t, rest)
 	for _, o := range rest {
 		got := o.n.Brokers()
 		if len(got) != 3 || got[2].ID != old.id {
@@ -964,6 +963,7 @@ func TestCutOffLeaderListedUntilFenced(t *testing.T) {
 				o.id, got, time.Since(failedSince(t, o, old)).Round(time.Millisecond), old.id, old.id)
 		}
 	}
+	leaderAmong(t, rest)
 	for _, o := range rest {
 		eventually(t, 20*time.Second, fmt.Sprintf("node %d leaves node %d out once fenced", o.id, old.id), func() error {
 			for _, b := range o.n.Brokers() {
