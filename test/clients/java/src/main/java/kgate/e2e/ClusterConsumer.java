@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -12,6 +13,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.WakeupException;
@@ -89,6 +91,27 @@ public final class ClusterConsumer {
         ps.sort(null);
         emit("{\"event\":\"" + event + "\",\"partitions\":" + ps.toString().replace(" ", "")
                 + ",\"generation\":" + generation + "}");
+    }
+
+    // committed reports offsets the coordinator acknowledged, as the
+    // librdkafka program does: an async commit queued while the coordinator
+    // was unknown can be sent after a later one, and the fault campaign
+    // tells such a step back (the client's) from the cluster's only by the
+    // order of the acknowledgements.
+    static void committed(Map<TopicPartition, OffsetAndMetadata> offsets) {
+        if (offsets.isEmpty()) {
+            return;
+        }
+        StringBuilder b = new StringBuilder("{\"event\":\"committed\",\"offsets\":[");
+        boolean first = true;
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> o : offsets.entrySet()) {
+            if (!first) {
+                b.append(',');
+            }
+            first = false;
+            b.append("{\"p\":").append(o.getKey().partition()).append(",\"o\":").append(o.getValue().offset()).append('}');
+        }
+        emit(b.append("]}").toString());
     }
 
     static void error(String where, Throwable e) {
@@ -216,7 +239,9 @@ public final class ClusterConsumer {
                     consumer.commitAsync((offsets, e) -> {
                         if (e != null) {
                             error("commit", e);
+                            return;
                         }
+                        committed(offsets);
                     });
                 }
             }
