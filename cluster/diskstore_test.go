@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/kgate/kgate/fsm"
 )
 
 // fullStore makes the Raft store's writes fail with ENOSPC while full is
@@ -188,5 +191,70 @@ func TestStartRemovesUnfinishedSnapshots(t *testing.T) {
 	leaderAmong(t, c.nodes)
 	if tn.f.Topic("t") == nil {
 		t.Fatal("topic t lost across the restart")
+	}
+}
+
+// singleNode starts a one-node cluster (tune, if set, adjusts its config)
+// and waits until it leads.
+func singleNode(t *testing.T, tune func(*Config)) (*testCluster, *testNode) {
+	t.Helper()
+	c := &testCluster{t: t, used: map[string]bool{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.dumpLogs()
+		}
+	})
+	tn := c.newNode(1, nil, 1, tune)
+	tn.start(t)
+	leaderAmong(t, []*testNode{tn})
+	return c, tn
+}
+
+// A node started again on a disk that is still full fails to start with
+// an error naming the full disk. hashicorp/raft's NewRaft writes the
+// current term back to the stable store and panics when that fails; when
+// nothing before it needed a free block (a restart that only cut an
+// unfinished write off the Raft log), the process died in that panic.
+func TestStartOnAFullDiskFailsWithoutPanicking(t *testing.T) {
+	var full atomic.Bool
+	_, tn := singleNode(t, func(cfg *Config) {
+		cfg.wrapStore = func(s logStable) logStable {
+			fs := &fullStore{logStable: s, termOnly: true}
+			fs.full.Store(full.Load())
+			return fs
+		}
+	})
+	createTopic(t, []*testNode{tn}, "t", 1)
+	tn.stop(t)
+
+	full.Store(true)
+	sink := &logSink{}
+	f, err := fsm.Open(fsm.Options{Dir: tn.dir, SegmentBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg := Config{NodeID: tn.id, DataDir: tn.dir, RaftAddr: tn.raftAddr, KafkaAddr: tn.kafkaAddr,
+		Logger: slog.New(slog.NewTextHandler(sink, nil)), transport: cuttableTransport}
+	tn.tune(&cfg)
+	var n *Node
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("Start panicked on a full disk: %v", p)
+			}
+		}()
+		n, err = Start(cfg, f)
+	}()
+	if err == nil {
+		n.Shutdown()
+		t.Fatal("Start on a full disk succeeded")
+	}
+	var se *StorageError
+	if !errors.As(err, &se) || !DiskFull(err) {
+		t.Fatalf("Start: %v, want a full-disk StorageError", err)
+	}
+	if !sink.contains("the disk of the data directory is full") {
+		t.Errorf("the log does not name the full disk:\n%s", sink)
 	}
 }

@@ -287,6 +287,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := n.saveTermAgain(); err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
 	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed}, logs, n.disk, n.snaps, pipelineSafe{trans})
 	if err != nil {
 		trans.Close()
@@ -340,6 +345,27 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	go n.snapshotBySize()
 	go n.hastenElections()
 	return n, nil
+}
+
+// saveTermAgain writes the stored current term back, as raft.NewRaft is
+// about to: NewRaft panics when that write fails, and on a disk that is
+// still full (a restart that only cut an unfinished write off the Raft log
+// freed no block) the process died in the panic. Here the failure is an
+// error that names the full disk, as a halt does.
+func (n *Node) saveTermAgain() error {
+	term, err := n.disk.GetUint64([]byte(keyCurrentTerm))
+	if err != nil {
+		return nil // none yet: a new node, whose first write is Raft's own
+	}
+	if err := n.disk.SetUint64([]byte(keyCurrentTerm), term); err != nil {
+		if DiskFull(err) {
+			n.log.Error("the disk of the data directory is full: free space on it, then restart kgate; "+
+				"the node resumes from its last checkpoint and catches up from the others",
+				"data_dir", n.cfg.DataDir)
+		}
+		return &StorageError{Op: "set " + keyCurrentTerm, Err: err}
+	}
+	return nil
 }
 
 // minSnapshotBytes is the least log growth that triggers a snapshot by size.
