@@ -167,6 +167,44 @@ func TestNodeHaltsWhenItCannotSaveTheTerm(t *testing.T) {
 	}
 }
 
+// A leader handing over leadership that halts inside Raft's term write (the
+// new leader's vote request carries the next term, and the disk is full)
+// must not wait for Raft to answer the transfer: Raft's goroutine is held
+// in that write until Shutdown. The campaign saw such a leader's shutdown
+// hang on its transfer for six minutes, heartbeating, while the others
+// elected nobody. The hand-over returns, the node shuts down, and the
+// others lead.
+func TestLeaderHaltedInsideTheTermWriteDuringATransferShutsDown(t *testing.T) {
+	c, stores, halts := fullDiskCluster(t, true)
+	leader := leaderAmong(t, c.nodes)
+	createTopic(t, c.nodes, "before", 1)
+	stores[leader.id].full.Store(true)
+	handedOver := make(chan struct{})
+	go func() {
+		defer close(handedOver)
+		leader.n.StepDown()
+	}()
+	awaitStorageHalt(t, leader, halts)
+	select {
+	case <-handedOver:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the hand-over of a leader halted inside the term write did not return")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		leader.stop(t)
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a leader halted inside the term write during a transfer does not shut down")
+	}
+	others := without(c.nodes, leader)
+	leaderAmong(t, others)
+	createTopic(t, others, "after", 1)
+}
+
 // A snapshot left unfinished (the disk filled while it was written) is
 // removed at start: Raft never reads nor removes it, and it would keep
 // holding the space it took.

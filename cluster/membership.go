@@ -352,18 +352,60 @@ func (n *Node) removeVoter(id raft.ServerID, why string) {
 
 // transferLeadership hands leadership to an up-to-date follower before this
 // leader stops, so clients see a sub-second hand-over instead of an election.
+// A node halted on its disk transfers nothing (haltedOnDisk), and a
+// transfer under way is abandoned when it halts so.
 func (n *Node) transferLeadership() {
+	if n.haltedOnDisk() {
+		return
+	}
 	fut := n.raft.GetConfiguration()
-	if fut.Error() != nil || len(fut.Configuration().Servers) < 2 {
+	if !n.awaitRaft(fut) || fut.Error() != nil || len(fut.Configuration().Servers) < 2 {
 		return
 	}
 	for try := 0; try < 3; try++ {
-		err := n.raft.LeadershipTransfer().Error()
+		tf := n.raft.LeadershipTransfer()
+		if !n.awaitRaft(tf) {
+			n.log.Warn("leadership transfer abandoned: this node halted on a failed write of its Raft store")
+			return
+		}
+		err := tf.Error()
 		if err == nil {
 			n.log.Info("leadership transferred")
 			return
 		}
 		n.log.Warn("leadership transfer", "try", try+1, "err", err)
+	}
+}
+
+// haltedOnDisk reports whether the node halted on a failed write of its
+// Raft store (diskHalted).
+func (n *Node) haltedOnDisk() bool {
+	select {
+	case <-n.diskHalted:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitRaft waits until Raft answers f, or reports false once the node
+// halts on its disk: Raft's goroutine, which answers, may then be held in
+// the failed write until Shutdown, and Shutdown may be the caller (seen in
+// the campaign: a leader's shutdown hung on its transfer for six minutes,
+// heartbeating, while the others could elect nobody). The goroutine that
+// waits then ends once Raft answers, which it may never do before the
+// process exits; it holds nothing.
+func (n *Node) awaitRaft(f raft.Future) bool {
+	done := make(chan struct{})
+	go func() {
+		f.Error()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-n.diskHalted:
+		return false
 	}
 }
 

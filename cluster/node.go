@@ -169,6 +169,12 @@ type Node struct {
 	haltOnce sync.Once
 	halted   chan struct{}         // closed when the node halted (Halted)
 	haltErr  atomic.Pointer[error] // why, once halted
+	// diskHalted is closed when the node halted on a failed write of its
+	// Raft store (storageFailed): Raft's goroutine may then be held in
+	// that write until Shutdown (failStopStore.SetUint64), so nothing may
+	// wait for it to answer.
+	diskHaltOnce sync.Once
+	diskHalted   chan struct{}
 
 	// logClusterID is the cluster id found in the local Raft log at start,
 	// for gossip until the FSM has replayed the log (see clusterID).
@@ -185,7 +191,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), raftStopped: make(chan struct{}), halted: make(chan struct{}),
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: f, metrics: newMetrics(), notify: make(chan bool, 16), stop: make(chan struct{}), raftStopped: make(chan struct{}), halted: make(chan struct{}), diskHalted: make(chan struct{}),
 		refusedOld: map[int32]bool{}, refusedLink: map[int32]bool{}, promoting: map[int32]*catchUp{}, connEnded: make(chan struct{}, 1)}
 	n.life = &lifecycle{log: n.log, establish: n.establish, serving: n.setLeader, restartDelay: time.Second}
 	dir := filepath.Join(cfg.DataDir, "raft")
@@ -924,6 +930,7 @@ func (n *Node) halt(h *fsm.HaltError) {
 // storageFailed halts the node on a failed write to its Raft store (see
 // failStopStore). Called on Raft's goroutines.
 func (n *Node) storageFailed(e *StorageError) {
+	n.diskHaltOnce.Do(func() { close(n.diskHalted) })
 	n.haltWith(e, func() {
 		n.log.Error("stopping: this node cannot write to its data directory and refuses to serve", "err", e)
 	})
@@ -944,7 +951,7 @@ func (n *Node) haltWith(err error, logged func()) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			if n.raft != nil && n.raft.State() == raft.Leader {
+			if n.raft != nil && n.raft.State() == raft.Leader && !n.haltedOnDisk() {
 				n.transferLeadership()
 			}
 			if n.cfg.OnHalt != nil {
