@@ -40,7 +40,7 @@ func newMetrics() *metrics {
 		}),
 		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_raft_snapshots_total",
-			Help: "Raft snapshots this node wrote, by result (ok, error).",
+			Help: "Raft snapshots this node wrote, by result (ok, error, superseded: dropped because a snapshot from the leader replaced the state meanwhile).",
 		}, []string{"result"}),
 	}
 	m.snapshots.WithLabelValues("ok")

@@ -1065,6 +1065,15 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	began := time.Now()
 	counted := &countingSink{SnapshotSink: sink}
 	err := s.s.Persist(s.f, counted)
+	if errors.Is(err, fsm.ErrSnapshotSuperseded) {
+		// A Restore replaced the state after the snapshot was taken: not
+		// a disk failure, and nothing to keep.
+		sink.Cancel()
+		if s.m != nil {
+			s.m.snapshots.WithLabelValues("superseded").Inc()
+		}
+		return err
+	}
 	if err != nil {
 		sink.Cancel()
 		if s.failed != nil {

@@ -322,8 +322,8 @@ func TestSnapshotPersistedAfterARestoreLeavesTheRestoredCheckpoint(t *testing.T)
 	if err := f.Restore(bytes.NewReader(newer)); err != nil {
 		t.Fatal(err)
 	}
-	if err := older.Persist(f, io.Discard); err != nil {
-		t.Fatal(err)
+	if err := older.Persist(f, io.Discard); !errors.Is(err, ErrSnapshotSuperseded) {
+		t.Fatalf("persisting a snapshot taken before the restore: %v, want ErrSnapshotSuperseded", err)
 	}
 	older.Release()
 	f.Close()

@@ -289,15 +289,21 @@ func (s *Snapshot) Encode(w io.Writer) error {
 	return nil
 }
 
+// ErrSnapshotSuperseded is Persist's error for a snapshot of a state that
+// a Restore has replaced since it was taken: it is not written, so that
+// Raft neither records it nor compacts up to it (Raft would otherwise
+// take the older index for its last snapshot, and the leader would send
+// this node the newer one again).
+var ErrSnapshotSuperseded = errors.New("fsm: snapshot superseded by a restored snapshot")
+
 // writeCheckpoint writes the checkpoint of the state at index, as of the
 // given generation: after a Restore (a newer generation) it writes nothing,
-// since the state it describes is gone.
+// since the state it describes is gone, and says so.
 func (f *FSM) writeCheckpoint(generation, index uint64, meta []byte) error {
 	f.ckptMu.Lock()
 	defer f.ckptMu.Unlock()
 	if generation != f.generation {
-		f.log.Info("snapshot's checkpoint not written: a restored snapshot replaced its state", "index", index)
-		return nil
+		return fmt.Errorf("%w (index %d)", ErrSnapshotSuperseded, index)
 	}
 	e := &enc{}
 	e.b = append(e.b, snapshotMagic...)
