@@ -31,7 +31,7 @@ func TestClusterStartingNodeRefusesClientsUntilReady(t *testing.T) {
 	n := c.node(1)
 	n.start()
 	step(t, "node 1's admin API answers while it waits for a quorum", 30*time.Second, func(ctx context.Context) error {
-		return retry(ctx, func() error {
+		return retry(ctx, 100*time.Millisecond, func() error {
 			resp, err := c.http.Get("http://" + n.addrs["admin-addr"] + "/healthz")
 			if err != nil {
 				return err
@@ -65,7 +65,7 @@ func TestClusterStartingNodeRefusesClientsUntilReady(t *testing.T) {
 	// With node 2 the quorum is back: node 1 serves.
 	c.node(2).start()
 	step(t, "node 1 answers ApiVersions once ready", time.Minute, func(ctx context.Context) error {
-		return retry(ctx, func() error {
+		return retry(ctx, 100*time.Millisecond, func() error {
 			if err := c.ready(ctx, n); err != nil {
 				return err
 			}
@@ -86,9 +86,9 @@ func TestClusterStartingNodeRefusesClientsUntilReady(t *testing.T) {
 	})
 }
 
-// retry calls fn every 100 ms until it succeeds or ctx ends (then with
+// retry calls fn every interval until it succeeds or ctx ends (then with
 // fn's last error).
-func retry(ctx context.Context, fn func() error) error {
+func retry(ctx context.Context, every time.Duration, fn func() error) error {
 	for {
 		err := fn()
 		if err == nil {
@@ -97,7 +97,7 @@ func retry(ctx context.Context, fn func() error) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }

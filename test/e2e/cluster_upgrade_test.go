@@ -66,17 +66,7 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	}
 
 	step(t, "the cluster's feature level is raised on every node", 30*time.Second, func(ctx context.Context) error {
-		for {
-			err := c.featureLevelRaised(ctx)
-			if err == nil {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+		return retry(ctx, 100*time.Millisecond, func() error { return c.featureLevelRaised(ctx) })
 	})
 	// Some load written at the new level too.
 	if err := prod.waitAcked(prod.acked()+500, 30*time.Second); err != nil {

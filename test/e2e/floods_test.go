@@ -233,17 +233,7 @@ func (f *floods) newClient(ctx context.Context, n *clusterNode) error {
 func (f *floods) newClientServed(what string, n *clusterNode) {
 	f.t.Helper()
 	step(f.t, fmt.Sprintf("a new client of node %d served %s", n.id, what), 45*time.Second, func(ctx context.Context) error {
-		for {
-			err := f.newClient(ctx, n)
-			if err == nil {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
+		return retry(ctx, 200*time.Millisecond, func() error { return f.newClient(ctx, n) })
 	})
 }
 
