@@ -137,6 +137,12 @@ func TestChaos(t *testing.T) {
 	c := startCluster(t, *nodesFlag, slices.Contains(kinds, fullDisk))
 	w := newWorkload(t, c.kafkaAddrs(), c.dir, clients)
 	w.start()
+	var snaps *snapshotter
+	if *snapshotEveryFlag > 0 {
+		snaps = startSnapshotter(*snapshotEveryFlag, c.adminAddrs())
+		defer snaps.stop()
+		t.Logf("every node is asked for a snapshot every %v", *snapshotEveryFlag)
+	}
 	var tw *txnWorkload
 	if *txnFlag {
 		tw = newTxnWorkload(t, c.kafkaAddrs(), c.dir)
@@ -207,6 +213,9 @@ faults:
 			if err := c.leave(f.target); err != nil {
 				t.Errorf("fault %d (churn of node %d, leader %d): %v", i, f.target, leader, err)
 				break faults
+			}
+			if snaps != nil {
+				snaps.setAdmins(c.adminAddrs())
 			}
 			// The hold is the time the cluster runs on two nodes.
 			holdFrom = time.Now()
@@ -354,6 +363,9 @@ faults:
 			ids := c.ids()
 			via := ids[rng.Intn(len(ids))]
 			f.joined = c.joinFresh(via).id
+			if snaps != nil {
+				snaps.setAdmins(c.adminAddrs())
+			}
 			w.setSeeds(c.bootstrapList())
 			if tw != nil {
 				tw.setSeeds(c.bootstrapList())

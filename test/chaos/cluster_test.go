@@ -129,6 +129,7 @@ func (c *cluster) newNode(id int) *node {
 		"--raft-addr", nd.raft, "--advertise-raft-addr", nd.raftProxy.Addr,
 		"--gossip-addr", nd.gossip, "--advertise-gossip-addr", nd.gossipProxy.Addr}
 	nd.args = append(nd.args, nodeFlags...)
+	nd.args = append(nd.args, extraNodeFlags()...)
 	if c.smallDisks {
 		if nd.disk, err = mountSmallDisk(nd.dataDir); err != nil {
 			t.Fatal(err)
