@@ -720,20 +720,24 @@ func (n *Node) Brokers() []NodeInfo {
 		if m.meta.ID == n.cfg.NodeID {
 			continue
 		}
-		info := NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners}
 		switch {
 		case m.meta.ID == lost || n.departedHidden(m) || !alive(m.state) && (!inContact || m.meta.ID != leader):
 			if n.unfenced(m, isVoter) {
-				unfenced = append(unfenced, info)
+				unfenced = append(unfenced, m.info())
 			}
 		default:
-			out = append(out, info)
+			out = append(out, m.info())
 		}
 	}
 	sortNodes(out)
 	sortNodes(unfenced)
 	out = append(out, unfenced...)
-	return n.atLeastAMajority(out, members, lost)
+	return atLeastAMajority(out, members, isVoter, lost)
+}
+
+// info is the member as a NodeInfo.
+func (m member) info() NodeInfo {
+	return NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners}
 }
 
 // fenceAfter is how long a voter that gossip holds failed stays among the
@@ -761,26 +765,21 @@ func (n *Node) unfenced(m member, isVoter map[int32]bool) bool {
 }
 
 // atLeastAMajority adds to brokers, while they are fewer than a majority
-// of the Raft voters, the voters among members (gossip's) that gossip
+// of the Raft voters (isVoter), the voters among members (gossip's) that gossip
 // holds failed (the lost leader last). Clients replace their broker list with each Metadata answer (the
 // Java client until its next refresh, minutes away; franz-go until an
 // error sends it back to its seeds): an answer naming this node alone,
 // as a node gossip has cut off from the others gives, strands a client
 // once this node goes, with nothing but seeds that may have left long
 // ago. Kafka lists every broker until its controller fences it.
-func (n *Node) atLeastAMajority(brokers []NodeInfo, members []member, lost int32) []NodeInfo {
-	voters := n.Voters()
-	need := len(voters)/2 + 1
+func atLeastAMajority(brokers []NodeInfo, members []member, isVoter map[int32]bool, lost int32) []NodeInfo {
+	need := len(isVoter)/2 + 1
 	if len(brokers) >= need {
 		return brokers
 	}
 	listed := map[int32]bool{}
 	for _, b := range brokers {
 		listed[b.ID] = true
-	}
-	isVoter := map[int32]bool{}
-	for _, v := range voters {
-		isVoter[v.ID] = true
 	}
 	for _, pass := range []bool{false, true} { // the lost leader only in the second pass
 		for _, m := range members {
@@ -791,7 +790,7 @@ func (n *Node) atLeastAMajority(brokers []NodeInfo, members []member, lost int32
 				continue
 			}
 			listed[m.meta.ID] = true
-			brokers = append(brokers, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
+			brokers = append(brokers, m.info())
 		}
 	}
 	return brokers
@@ -812,7 +811,7 @@ func (n *Node) LiveNodes() ([]NodeInfo, uint64) {
 	live, version := n.gossip.live()
 	for _, m := range live {
 		if m.meta.ID != n.cfg.NodeID {
-			out = append(out, NodeInfo{ID: m.meta.ID, KafkaAddr: m.meta.KafkaAddr, RaftAddr: m.meta.RaftAddr, Listeners: m.meta.Listeners})
+			out = append(out, m.info())
 		}
 	}
 	sortNodes(out)
