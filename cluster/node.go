@@ -364,11 +364,7 @@ func (n *Node) saveTermAgain() error {
 		return nil // none yet: a new node, whose first write is Raft's own
 	}
 	if err := n.disk.SetUint64([]byte(keyCurrentTerm), term); err != nil {
-		if DiskFull(err) {
-			n.log.Error("the disk of the data directory is full: free space on it, then restart kgate; "+
-				"the node resumes from its last checkpoint and catches up from the others",
-				"data_dir", n.cfg.DataDir)
-		}
+		n.logIfDiskFull(err)
 		return &StorageError{Op: "set " + keyCurrentTerm, Err: err}
 	}
 	return nil
@@ -940,17 +936,13 @@ func (n *Node) storageFailed(e *StorageError) {
 func (n *Node) haltWith(err error, logged func()) {
 	n.haltOnce.Do(func() {
 		logged()
-		if DiskFull(err) {
-			n.log.Error("the disk of the data directory is full: free space on it, then restart kgate; "+
-				"the node resumes from its last checkpoint and catches up from the others",
-				"data_dir", n.cfg.DataDir)
-		}
+		n.logIfDiskFull(err)
 		n.haltErr.Store(&err)
 		close(n.halted)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			if n.raft != nil && n.raft.State() == raft.Leader && !n.haltedOnDisk() {
+			if n.raft != nil && n.raft.State() == raft.Leader {
 				n.transferLeadership()
 			}
 			if n.cfg.OnHalt != nil {
@@ -958,6 +950,16 @@ func (n *Node) haltWith(err error, logged func()) {
 			}
 		}()
 	})
+}
+
+// logIfDiskFull names the full disk when err comes from one: the
+// operator's to fix.
+func (n *Node) logIfDiskFull(err error) {
+	if DiskFull(err) {
+		n.log.Error("the disk of the data directory is full: free space on it, then restart kgate; "+
+			"the node resumes from its last checkpoint and catches up from the others",
+			"data_dir", n.cfg.DataDir)
+	}
 }
 
 // untilRaftShutdown blocks until Shutdown has told Raft to stop. It does
@@ -1064,18 +1066,12 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	began := time.Now()
 	counted := &countingSink{SnapshotSink: sink}
 	err := s.s.Persist(s.f, counted)
-	if errors.Is(err, fsm.ErrSnapshotSuperseded) {
-		// A Restore replaced the state after the snapshot was taken: not
-		// a disk failure, and nothing to keep.
-		sink.Cancel()
-		if s.m != nil {
-			s.m.snapshots.WithLabelValues("superseded").Inc()
-		}
-		return err
-	}
+	// A snapshot a Restore replaced after it was taken is not a disk
+	// failure: it is dropped and counted apart.
+	superseded := errors.Is(err, fsm.ErrSnapshotSuperseded)
 	if err != nil {
 		sink.Cancel()
-		if s.failed != nil {
+		if s.failed != nil && !superseded {
 			// Persist fails only on local I/O (syncing partition logs,
 			// the checkpoint, reading batches): the data directory fails.
 			s.failed(&StorageError{Op: "persist snapshot", Err: err})
@@ -1084,9 +1080,12 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 		err = sink.Close()
 	}
 	if s.m != nil {
-		if err != nil {
+		switch {
+		case superseded:
+			s.m.snapshots.WithLabelValues("superseded").Inc()
+		case err != nil:
 			s.m.snapshots.WithLabelValues("error").Inc()
-		} else {
+		default:
 			s.m.snapshots.WithLabelValues("ok").Inc()
 			s.m.snapshotDuration.Observe(time.Since(began).Seconds())
 			s.m.snapshotBytes.Set(float64(counted.n))
