@@ -264,10 +264,7 @@ func (s *Server) Listen() error {
 		l := &s.cfg.Listeners[i]
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
-			for _, b := range s.lns {
-				b.ln.Close()
-			}
-			s.lns = nil
+			s.Unlisten()
 			if l.Name != "" {
 				return fmt.Errorf("listener %s: %w", l.Name, err)
 			}
