@@ -103,6 +103,9 @@ func (s *failStopStore) SetUint64(key []byte, val uint64) error {
 type failStopSnapshots struct {
 	raft.SnapshotStore
 	failed func(*StorageError)
+	// complete is told of every snapshot written whole, taken here or
+	// installed from the leader (the log store's NoteSnapshot).
+	complete func(index, term uint64)
 }
 
 func (s *failStopSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
@@ -112,12 +115,17 @@ func (s *failStopSnapshots) Create(version raft.SnapshotVersion, index, term uin
 		s.failed(&StorageError{Op: "create snapshot", Err: err})
 		return nil, err
 	}
-	return &failStopSink{SnapshotSink: sink, failed: s.failed}, nil
+	return &failStopSink{SnapshotSink: sink, failed: s.failed, complete: func() {
+		if s.complete != nil {
+			s.complete(index, term)
+		}
+	}}, nil
 }
 
 type failStopSink struct {
 	raft.SnapshotSink
-	failed func(*StorageError)
+	failed   func(*StorageError)
+	complete func()
 }
 
 // Write fails only on the file's own errors: a snapshot streamed from the
@@ -134,6 +142,8 @@ func (s *failStopSink) Close() error {
 	err := s.SnapshotSink.Close()
 	if err != nil {
 		s.failed(&StorageError{Op: "write snapshot", Err: err})
+	} else {
+		s.complete()
 	}
 	return err
 }

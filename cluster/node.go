@@ -218,7 +218,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
-	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed}
+	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed, complete: store.NoteSnapshot}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		store.Close()

@@ -59,6 +59,8 @@ type Store struct {
 	direct []directBodyAt // StoreLogs' entries written from their own bodies, reused
 	failed error          // a write or sync failed: the file's state is unknown, refuse further changes
 	meta   meta           // durable first index and last tail cut
+	snap   base           // the last snapshot noted (NoteSnapshot)
+	base   base           // the snapshot the log starts after, when kept past one (see base.go)
 
 	// mu guards the fields below. Entries are visible to readers once
 	// they are in segs' offsets, after they were written (and synced).
@@ -114,6 +116,9 @@ func (s *Store) open() error {
 		return err
 	}
 	if s.meta, err = readMeta(filepath.Join(s.dir, metaFile)); err != nil {
+		return err
+	}
+	if s.base, err = readBase(filepath.Join(s.dir, baseFile)); err != nil {
 		return err
 	}
 	names, err := os.ReadDir(s.dir)
@@ -262,6 +267,9 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 		return ErrClosed
 	}
 	if s.last == 0 || index < s.first || index > s.last {
+		if s.baseEntry(index, l) {
+			return nil
+		}
 		return raft.ErrLogNotFound
 	}
 	seg := s.segFor(index)
@@ -493,7 +501,10 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	var err error
 	switch {
 	case min <= s.first && max >= s.last:
-		err = s.deleteAll(max)
+		var kept bool
+		if kept, err = s.keepPastSnapshot(min); !kept {
+			err = s.deleteAll(max)
+		}
 	case min <= s.first:
 		err = s.deleteHead(max)
 	case max >= s.last:

@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// A deposed leader whose log runs past the snapshot the new leader sends it
+// (it accepted writes while cut off, which never committed) installs that
+// snapshot and then follows again: its log is cut back to what the
+// snapshot covers plus nothing stale that Raft still counts on. Before the
+// fix Raft kept believing in the uncommitted tail the install had erased,
+// so the node claimed a log it no longer had and never caught up.
+func TestDeposedLeaderWithALongerLogFollowsAfterASnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 10
+	})
+	old := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 50)
+	converged(t, c.nodes, stateOf(old, "g"), "g")
+
+	// Cut off, the leader appends a long tail that never commits.
+	streamOf(t, old.raftAddr).setCut(true)
+	const tail = 400
+	var futures []Future
+	for i := 0; i < tail; i++ {
+		cmd := fsm.Encode(&fsm.CreateTopic{Name: "lost-" + strconv.Itoa(i), Partitions: 1})
+		futures = append(futures, old.n.ProposeAsync(cmd))
+	}
+	for _, f := range futures {
+		if _, err := f.Result(); err == nil {
+			t.Fatal("a leader cut off from its followers acknowledged a write")
+		}
+	}
+	oldLast, err := old.n.store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The others go on with fewer entries than that tail, and compact
+	// their logs past the point where the two histories part.
+	majority := without(c.nodes, old)
+	p.produce(t, majority, 20, 50)
+	commitOffset(t, majority, "g", "t", 0, 30)
+	leader := leaderAmong(t, majority)
+	if err := leader.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	snap, err := strconv.ParseUint(leader.n.raft.Stats()["last_snapshot_index"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap >= oldLast {
+		t.Fatalf("the leader's snapshot (%d) covers the cut-off node's log (%d): the case is not set up", snap, oldLast)
+	}
+	eventually(t, 20*time.Second, "the cut-off node stops leading", func() error {
+		if old.n.RaftLeader() || old.n.IsLeader() {
+			return errors.New("still leader")
+		}
+		return nil
+	})
+
+	streamOf(t, old.raftAddr).setCut(false)
+	eventually(t, 20*time.Second, "the cut-off node installed the leader's snapshot", func() error {
+		if got, _ := strconv.ParseUint(old.n.raft.Stats()["last_snapshot_index"], 10, 64); got < snap {
+			return fmt.Errorf("its last snapshot is at %d, the leader's at %d", got, snap)
+		}
+		return nil
+	})
+	// It follows again: later writes reach it.
+	p.produce(t, c.nodes, 3, 50)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+	for i := 0; i < tail; i++ {
+		if old.f.Topic("lost-"+strconv.Itoa(i)) != nil {
+			t.Fatalf("a write the cut-off leader never got acknowledged appeared (lost-%d)", i)
+		}
+	}
+	if !equalBatches(readAll(t, old, "t", 0), readAll(t, leader, "t", 0)) {
+		t.Fatal("record data differs after the cut healed")
+	}
+	// Its Raft log and its own idea of it agree.
+	last, _ := old.n.store.LastIndex()
+	if raftLast, _ := strconv.ParseUint(old.n.raft.Stats()["last_log_index"], 10, 64); raftLast != last {
+		t.Fatalf("Raft takes the log to end at %d; the log ends at %d", raftLast, last)
+	}
+}
