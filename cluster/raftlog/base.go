@@ -35,13 +35,13 @@ const baseFile = "base"
 
 // NoteSnapshot tells the Store that a snapshot up to index (of term) is on
 // disk, for the DeleteRange that follows its install. Call it once the
-// snapshot is complete.
+// snapshot is complete. The last one noted counts, not the highest: Raft
+// installs what the leader sends, which may be older than a snapshot this
+// node took.
 func (s *Store) NoteSnapshot(index, term uint64) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if index >= s.snap.index {
-		s.snap = base{index, term}
-	}
+	s.snap = base{index, term}
 }
 
 // keepPastSnapshot handles a DeleteRange of the whole log when the last
