@@ -296,12 +296,7 @@ func TestRaftNetworkCut(t *testing.T) {
 	next := leaderAmong(t, majority)
 	p.produce(t, majority, 10, 50)
 	commitOffset(t, majority, "g", "t", 0, 20)
-	eventually(t, 20*time.Second, "the cut-off node stops leading", func() error {
-		if old.n.RaftLeader() || old.n.IsLeader() {
-			return errors.New("still leader")
-		}
-		return nil
-	})
+	stopsLeading(t, old)
 
 	streamOf(t, old.raftAddr).setCut(false)
 	leader := leaderAmong(t, c.nodes)

@@ -558,6 +558,18 @@ func anyFollower(t *testing.T, nodes []*testNode, leader *testNode) *testNode {
 	return nil
 }
 
+// stopsLeading waits until tn, cut off from the others, no longer takes
+// itself for the leader.
+func stopsLeading(t *testing.T, tn *testNode) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("node %d stops leading", tn.id), func() error {
+		if tn.n.RaftLeader() || tn.n.IsLeader() {
+			return errors.New("still leader")
+		}
+		return nil
+	})
+}
+
 // propose commits cmd through whichever of nodes is the leader, retrying
 // through elections. Retried commands must be idempotent.
 func propose(t *testing.T, nodes []*testNode, cmd []byte) any {

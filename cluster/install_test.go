@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -61,12 +60,7 @@ func TestDeposedLeaderWithALongerLogFollowsAfterASnapshot(t *testing.T) {
 	if snap >= oldLast {
 		t.Fatalf("the leader's snapshot (%d) covers the cut-off node's log (%d): the case is not set up", snap, oldLast)
 	}
-	eventually(t, 20*time.Second, "the cut-off node stops leading", func() error {
-		if old.n.RaftLeader() || old.n.IsLeader() {
-			return errors.New("still leader")
-		}
-		return nil
-	})
+	stopsLeading(t, old)
 
 	streamOf(t, old.raftAddr).setCut(false)
 	eventually(t, 20*time.Second, "the cut-off node installed the leader's snapshot", func() error {

@@ -1,13 +1,6 @@
 package raftlog
 
-import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"os"
-
-	"github.com/hashicorp/raft"
-)
+import "github.com/hashicorp/raft"
 
 // After a follower installs a snapshot, hashicorp/raft empties a log that
 // says it has no gaps (IsMonotonic) with one DeleteRange of all of it, but
@@ -76,12 +69,9 @@ func (s *Store) baseEntry(index uint64, l *raft.Log) bool {
 	return true
 }
 
-// The base file: index, term, then their CRC-32C.
+// The base file: index and term (see writePair).
 func (s *Store) writeBase(b base) error {
-	buf := binary.LittleEndian.AppendUint64(nil, b.index)
-	buf = binary.LittleEndian.AppendUint64(buf, b.term)
-	buf = binary.LittleEndian.AppendUint32(buf, crc32c(buf))
-	if err := writeFileAtomic(s.dir, baseFile, buf, s.opts.Fsync); err != nil {
+	if err := writePair(s.dir, baseFile, b.index, b.term, s.opts.Fsync); err != nil {
 		return err
 	}
 	s.base = b
@@ -89,15 +79,6 @@ func (s *Store) writeBase(b base) error {
 }
 
 func readBase(path string) (base, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return base{}, nil
-	}
-	if err != nil {
-		return base{}, err
-	}
-	if len(b) != 20 || crc32c(b[:16]) != binary.LittleEndian.Uint32(b[16:]) {
-		return base{}, fmt.Errorf("%s is damaged", path)
-	}
-	return base{index: binary.LittleEndian.Uint64(b), term: binary.LittleEndian.Uint64(b[8:])}, nil
+	index, term, err := readPair(path)
+	return base{index: index, term: term}, err
 }

@@ -607,12 +607,9 @@ func (s *Store) syncDirIf() error {
 // last emptied).
 type meta struct{ first, cut uint64 }
 
-// The meta file: first and cut, then their CRC-32C.
+// The meta file: first and cut (see writePair).
 func (s *Store) writeMeta(m meta) error {
-	b := binary.LittleEndian.AppendUint64(nil, m.first)
-	b = binary.LittleEndian.AppendUint64(b, m.cut)
-	b = binary.LittleEndian.AppendUint32(b, crc32c(b))
-	if err := writeFileAtomic(s.dir, metaFile, b, s.opts.Fsync); err != nil {
+	if err := writePair(s.dir, metaFile, m.first, m.cut, s.opts.Fsync); err != nil {
 		return err
 	}
 	s.meta = m
@@ -620,17 +617,32 @@ func (s *Store) writeMeta(m meta) error {
 }
 
 func readMeta(path string) (meta, error) {
-	b, err := os.ReadFile(path)
+	first, cut, err := readPair(path)
+	return meta{first: first, cut: cut}, err
+}
+
+// The small files beside the segments (meta, base) each hold two numbers:
+// a and b as little-endian u64, then their CRC-32C; replaced atomically.
+func writePair(dir, name string, a, b uint64, sync bool) error {
+	buf := binary.LittleEndian.AppendUint64(nil, a)
+	buf = binary.LittleEndian.AppendUint64(buf, b)
+	buf = binary.LittleEndian.AppendUint32(buf, crc32c(buf))
+	return writeFileAtomic(dir, name, buf, sync)
+}
+
+// readPair reads a file of writePair; a missing one reads as two zeros.
+func readPair(path string) (uint64, uint64, error) {
+	buf, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return meta{}, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return meta{}, err
+		return 0, 0, err
 	}
-	if len(b) != 20 || crc32c(b[:16]) != binary.LittleEndian.Uint32(b[16:]) {
-		return meta{}, fmt.Errorf("%s is damaged", path)
+	if len(buf) != 20 || crc32c(buf[:16]) != binary.LittleEndian.Uint32(buf[16:]) {
+		return 0, 0, fmt.Errorf("%s is damaged", path)
 	}
-	return meta{first: binary.LittleEndian.Uint64(b), cut: binary.LittleEndian.Uint64(b[8:])}, nil
+	return binary.LittleEndian.Uint64(buf), binary.LittleEndian.Uint64(buf[8:]), nil
 }
 
 // Close implements io.Closer: it waits for a change under way and closes
