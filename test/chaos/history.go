@@ -202,10 +202,25 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 	// One value per position, one position per value, over everything seen.
 	at := map[pos]string{}
 	where := map[string]pos{}
+	// When each value was acknowledged: a conflict between two
+	// acknowledged values names both moments, which say which leader
+	// answered each.
+	ackedAt := map[string]time.Time{}
+	for _, p := range h.Produces {
+		if p.Acked {
+			ackedAt[p.Value] = p.At
+		}
+	}
+	when := func(v string) string {
+		if t, ok := ackedAt[v]; ok {
+			return " (acknowledged " + t.Format("15:04:05.000") + ")"
+		}
+		return ""
+	}
 	see := func(p int32, o int64, v, source string) {
 		k := pos{p, o}
 		if old, ok := at[k]; ok && old != v {
-			add(Conflict, "partition %d offset %d holds %q and %q (%s)", p, o, old, v, source)
+			add(Conflict, "partition %d offset %d holds %q%s and %q%s (%s)", p, o, old, when(old), v, when(v), source)
 			return
 		}
 		at[k] = v
@@ -267,7 +282,8 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 		prod, seq := splitValue(p.Value)
 		k := prodPart{prod, p.Partition}
 		if l, ok := last[k]; ok && p.Offset <= l[1] {
-			add(Reordered, "producer %s: seq %d at partition %d offset %d, after seq %d at offset %d", prod, seq, p.Partition, p.Offset, l[0], l[1])
+			add(Reordered, "producer %s: seq %d at partition %d offset %d%s, after seq %d at offset %d%s", prod, seq, p.Partition, p.Offset, when(p.Value),
+				l[0], l[1], when(Value(prod, l[0])))
 		}
 		last[k] = [2]int64{seq, p.Offset}
 	}
