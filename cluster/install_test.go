@@ -11,10 +11,10 @@ import (
 
 // A deposed leader whose log runs past the snapshot the new leader sends it
 // (it accepted writes while cut off, which never committed) installs that
-// snapshot and then follows again: its log is cut back to what the
-// snapshot covers plus nothing stale that Raft still counts on. Before the
-// fix Raft kept believing in the uncommitted tail the install had erased,
-// so the node claimed a log it no longer had and never caught up.
+// snapshot and then follows again. Before the fix its log store emptied
+// itself on the install while Raft still counted on the uncommitted tail:
+// the node refused every append, got the snapshot again, and never caught
+// up (hashicorp/raft#697).
 func TestDeposedLeaderWithALongerLogFollowsAfterASnapshot(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.TrailingLogs = 10
