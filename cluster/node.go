@@ -412,7 +412,7 @@ func (n *Node) snapshotBySize() {
 			continue
 		}
 		n.logBytes.Add(-grown)
-		n.log.Info("snapshot taken: log grew past the data size", "log_bytes", grown)
+		n.log.Info("snapshot taken: the log grew past its limit", "log_bytes", grown, "limit", limit)
 	}
 }
 
@@ -1101,6 +1101,9 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	var err error
 	if s.links != nil {
 		err = s.s.Checkpoint(s.f)
+		if err == nil {
+			err = s.s.SyncData()
+		}
 		if err == nil {
 			_, err = s.links.persist(s.store.sinkDir(sink), s.s.Index, s.s.Meta(), counted)
 		}

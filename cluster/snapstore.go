@@ -75,7 +75,7 @@ func (s *refSnapshotStore) List() ([]*raft.SnapshotMeta, error) {
 	for _, m := range list {
 		f, err := os.Open(filepath.Join(s.snapshotsDir(), m.ID, "state.bin"))
 		if err != nil {
-			return nil, err
+			continue // Open reports it, for the one snapshot Raft opens
 		}
 		var hdr [16]byte
 		_, err = io.ReadFull(f, hdr[:])
@@ -367,8 +367,8 @@ func linkFiles(raftDir string, files [][]partlog.RangeFile) (*snapshotLinks, err
 }
 
 // persist moves the links into the sink's directory and writes the
-// reference form. The caller has written the checkpoint, which synced the
-// linked files' data.
+// reference form. The caller has synced the linked files' data
+// (fsm.Snapshot.SyncData).
 func (l *snapshotLinks) persist(sinkDir string, index uint64, meta []byte, w io.Writer) (int64, error) {
 	dst := filepath.Join(sinkDir, segmentsDir)
 	if err := syncPath(l.dir); err != nil {

@@ -559,6 +559,17 @@ func (r *Range) WriteTo(w io.Writer) (int64, error) {
 	return n, nil
 }
 
+// Sync flushes the range's files to stable storage. A file that retention
+// removed from the log after the range was taken is synced here or never.
+func (r *Range) Sync() error {
+	for _, p := range r.parts {
+		if err := p.f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close releases the range's files.
 func (r *Range) Close() error {
 	for _, p := range r.parts {
