@@ -276,3 +276,34 @@ func TestSnapshotWithShortLinkFails(t *testing.T) {
 		}
 	}
 }
+
+// A node whose checkpoint is gone (a restore that stopped halfway removes
+// it first) starts empty and restores its own snapshot, which reads the
+// records from its links: the partition files themselves were removed.
+func TestRestoreFromLinkedSnapshotWithoutCheckpoint(t *testing.T) {
+	_, tn := singleNode(t, func(cfg *Config) { cfg.TrailingLogs = 5 })
+	nodes := []*testNode{tn}
+	createTopic(t, nodes, "t", 2)
+	p := newProducer("t", 1)
+	p.produce(t, nodes, 40, 3000)
+	if err := tn.n.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	p.produce(t, nodes, 3, 3000) // replayed from the log after the snapshot
+	want := readAll(t, tn, "t", 0)
+	tn.crash(t)
+	if err := os.Remove(filepath.Join(tn.dir, "fsm", "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	tn.start(t)
+	leaderAmong(t, nodes)
+	eventually(t, 20*time.Second, "the node replayed its log", func() error {
+		if got := tn.f.Partition("t", 0); got == nil || got.Log.Next() < int64(2*len(want)) {
+			return fmt.Errorf("partition t/0 not back yet")
+		}
+		return nil
+	})
+	if got := readAll(t, tn, "t", 0); !equalBatches(got, want) {
+		t.Fatalf("after the restore the partition has %d batches, want the %d written", len(got), len(want))
+	}
+}
