@@ -307,3 +307,39 @@ func TestRestoreFromLinkedSnapshotWithoutCheckpoint(t *testing.T) {
 		t.Fatalf("after the restore the partition has %d batches, want the %d written", len(got), len(want))
 	}
 }
+
+// A damaged reference form (cut short anywhere, or a length changed) is
+// refused with an error, never read as a shorter snapshot.
+func TestDamagedSnapshotReferenceRefused(t *testing.T) {
+	ref := &snapshotRef{index: 7, meta: []byte("metadata"), parts: [][]refFile{
+		{{name: "segments/00000001.log", pos: 0, end: 100}, {name: "segments/00000002.log", pos: 12, end: 40}},
+		nil,
+		{{name: "segments/00000003.log", pos: 5, end: 6}},
+	}}
+	ref.size = ref.expandedSize()
+	raw := ref.encode()
+	back, err := decodeRef(raw)
+	if err != nil || back.size != ref.size || back.index != 7 || len(back.parts) != 3 || back.parts[0][1] != ref.parts[0][1] {
+		t.Fatalf("decoded %+v, %v; want %+v", back, err, ref)
+	}
+	for n := range len(raw) {
+		if _, err := decodeRef(raw[:n]); err == nil {
+			t.Fatalf("a reference cut to %d of %d bytes decoded", n, len(raw))
+		}
+	}
+	for _, damage := range []struct {
+		what string
+		edit func(r *snapshotRef)
+	}{
+		{"a range made shorter", func(r *snapshotRef) { r.parts[0][0].end-- }},
+		{"a file escaping the snapshot", func(r *snapshotRef) { r.parts[2][0].name = "../../topics/x.log" }},
+		{"a range ending before it starts", func(r *snapshotRef) { r.parts[2][0].end = 1 }},
+	} {
+		bad := *ref
+		bad.parts = [][]refFile{append([]refFile(nil), ref.parts[0]...), nil, append([]refFile(nil), ref.parts[2]...)}
+		damage.edit(&bad)
+		if _, err := decodeRef(bad.encode()); err == nil {
+			t.Errorf("%s: decoded", damage.what)
+		}
+	}
+}
