@@ -35,20 +35,6 @@ func writeBytes(t *testing.T) int64 {
 	return 0
 }
 
-func singleNode(t *testing.T, tune func(*Config)) (*testCluster, *testNode) {
-	t.Helper()
-	c := &testCluster{t: t, used: map[string]bool{}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.dumpLogs()
-		}
-	})
-	tn := c.newNode(1, nil, 1, tune)
-	tn.start(t)
-	leaderAmong(t, []*testNode{tn})
-	return c, tn
-}
-
 // readSnapshot opens a stored snapshot as Raft would to send it, and
 // restores it into a new FSM.
 func readSnapshot(t *testing.T, tn *testNode, id string) (*fsm.FSM, int64) {
