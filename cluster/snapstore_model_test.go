@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,8 +34,12 @@ type snapModel struct {
 	// pending is a snapshot taken (links made) whose Persist has not run
 	// yet, as when Raft's snapshot goroutine is slower than a Restore.
 	pending *raftSnapshot
-	want    map[string][]byte // snapshot id → its full stream
-	ops     []string
+	// superseded: an install replaced the state after pending was taken,
+	// so its Persist must fail with fsm.ErrSnapshotSuperseded and leave
+	// nothing in the store.
+	superseded bool
+	want       map[string][]byte // snapshot id → its full stream
+	ops        []string
 }
 
 const modelTopic = "t"
@@ -161,13 +166,22 @@ func (m *snapModel) persist() {
 	if rs == nil {
 		return
 	}
-	m.pending = nil
+	superseded := m.superseded
+	m.pending, m.superseded = nil, false
 	defer rs.Release()
 	sink, err := m.store.Create(1, rs.s.Index, 1, raft.Configuration{}, 1, m.trans)
 	if err != nil {
 		m.fail("create: %v", err)
 	}
-	if err := rs.Persist(sink); err != nil {
+	err = rs.Persist(sink)
+	if superseded {
+		if !errors.Is(err, fsm.ErrSnapshotSuperseded) {
+			m.fail("persist of a snapshot an install replaced: %v, want fsm.ErrSnapshotSuperseded", err)
+		}
+		delete(m.want, "pending") // check fails if the store still lists it
+		return
+	}
+	if err != nil {
 		m.fail("persist: %v", err)
 	}
 	m.want[sink.ID()] = m.want["pending"]
@@ -195,6 +209,9 @@ func (m *snapModel) install() {
 		m.fail("close: %v", err)
 	}
 	m.want[sink.ID()] = stream
+	if m.pending != nil && m.f.Applied() < idx {
+		m.superseded = true // the restore replaces the state (fsm.Restore)
+	}
 	m.restoreFrom(sink.ID())
 }
 
@@ -215,7 +232,7 @@ func (m *snapModel) restoreFrom(id string) {
 func (m *snapModel) restart() {
 	if m.pending != nil {
 		m.pending.Release()
-		m.pending = nil
+		m.pending, m.superseded = nil, false
 		delete(m.want, "pending")
 	}
 	m.f.Close()
@@ -260,10 +277,11 @@ func (m *snapModel) check() {
 // TestLinkedSnapshotsKeepTheirBytes drives a replica through random
 // appends, trims, linked snapshots, restarts (which cut the partition files
 // back to the checkpoint), and installs of the leader's snapshot, some of
-// them while a linked snapshot's Persist is still to run, and checks after
-// every step that each stored snapshot expands to the bytes a full copy
-// held when it was taken, and at the end that the replica caught up holds
-// the leader's state.
+// them while a linked snapshot's Persist is still to run (that Persist
+// must then fail as superseded and store nothing), and checks after every
+// step that each stored snapshot expands to the bytes a full copy held when
+// it was taken, and at the end that the replica caught up holds the
+// leader's state.
 func TestLinkedSnapshotsKeepTheirBytes(t *testing.T) {
 	seeds := 40
 	if testing.Short() {
