@@ -36,7 +36,7 @@ func newMetrics() *metrics {
 		}),
 		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kgate_raft_snapshot_size_bytes",
-			Help: "Size of the last Raft snapshot this node wrote.",
+			Help: "Bytes written for the last Raft snapshot this node took: its metadata and references to the segment files it links (records are not copied), or the whole stream when written in full.",
 		}),
 		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_raft_snapshots_total",

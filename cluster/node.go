@@ -115,8 +115,10 @@ type Node struct {
 	store LogStore
 	disk  *failStopStore // store, halting the node when a write fails
 	snaps raft.SnapshotStore
-	trans *raftTransport
-	peers *PeerListener // forwarded Kafka requests arriving on the Raft port
+	// snapStore is snaps' store of snapshots by reference.
+	snapStore *refSnapshotStore
+	trans     *raftTransport
+	peers     *PeerListener // forwarded Kafka requests arriving on the Raft port
 
 	metrics *metrics
 	gossip  *gossip
@@ -212,12 +214,18 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
+	if err := removeStagedLinks(dir, n.log); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
 	hlog := hclogFor(n.log, "raft")
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
+	snaps := &refSnapshotStore{FileSnapshotStore: files, raftDir: dir}
+	n.snapStore = snaps
 	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed, complete: store.NoteSnapshot}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -298,7 +306,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed}, logs, n.disk, n.snaps, pipelineSafe{trans})
+	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed, snaps: snaps, log: n.log}, logs, n.disk, n.snaps, pipelineSafe{trans})
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -373,13 +381,14 @@ func (n *Node) saveTermAgain() error {
 // minSnapshotBytes is the least log growth that triggers a snapshot by size.
 const minSnapshotBytes = 256 << 20
 
-// snapshotBySize takes a snapshot once the Raft log has grown by as much as
-// the partition data it would copy (and at least minSnapshotBytes). Raft's
-// own trigger counts entries, and entries here are batches of up to
-// megabytes: by count alone the log could hold gigabytes before it is
-// compacted, while a snapshot on every small growth would copy all retained
-// data again and again. This bounds both: the log stays near the data's
-// size and each byte is copied into snapshots about once more.
+// snapshotBySize takes a snapshot once the Raft log has grown by
+// minSnapshotBytes. Raft's own trigger counts entries, and entries here are
+// batches of up to megabytes: by count alone the log could hold gigabytes
+// before it is compacted. A snapshot links the segment files and writes
+// only metadata (snapstore.go), so taking one often costs little. Only
+// while snapshots must copy the data (a data directory that cannot link)
+// does the log grow by as much as the data first, so that each byte is
+// copied into snapshots about once more rather than again and again.
 func (n *Node) snapshotBySize() {
 	defer n.wg.Done()
 	t := time.NewTicker(5 * time.Second)
@@ -391,7 +400,11 @@ func (n *Node) snapshotBySize() {
 		case <-t.C:
 		}
 		grown := n.logBytes.Load()
-		if grown < max(minSnapshotBytes, n.fsm.DataBytes()) {
+		limit := int64(minSnapshotBytes)
+		if n.snapStore.copying.Load() {
+			limit = max(limit, n.fsm.DataBytes())
+		}
+		if grown < limit {
 			continue
 		}
 		if err := n.raft.Snapshot().Error(); err != nil {
@@ -399,7 +412,7 @@ func (n *Node) snapshotBySize() {
 			continue
 		}
 		n.logBytes.Add(-grown)
-		n.log.Info("snapshot taken: log grew past the data size", "log_bytes", grown)
+		n.log.Info("snapshot taken: the log grew past its limit", "log_bytes", grown, "limit", limit)
 	}
 }
 
@@ -1022,6 +1035,10 @@ type raftFSM struct {
 	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
 	// storageFailed is called when a snapshot cannot be persisted.
 	storageFailed func(*StorageError)
+	// snaps, when set, keeps snapshots by reference to hard links of the
+	// segment files (snapstore.go); without it they are written in full.
+	snaps *refSnapshotStore
+	log   *slog.Logger
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {
@@ -1043,7 +1060,21 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed}, nil
+	rs := &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed}
+	if a.snaps != nil {
+		// Linked here, on the FSM goroutine: the next applied entry may
+		// delete a segment file (retention, topic deletion).
+		links, err := linkFiles(a.snaps.raftDir, s.Files())
+		if err != nil {
+			// A data directory spread over file systems cannot link:
+			// the snapshot copies the data instead, as it always could.
+			a.log.Warn("snapshot: cannot link the segment files; copying them into the snapshot", "err", err)
+		} else {
+			rs.links, rs.store = links, a.snaps
+		}
+		a.snaps.copying.Store(err != nil)
+	}
+	return rs, nil
 }
 
 func (a *raftFSM) Restore(r io.ReadCloser) error {
@@ -1060,12 +1091,25 @@ type raftSnapshot struct {
 	s      *fsm.Snapshot
 	m      *metrics
 	failed func(*StorageError) // nil: failures are only returned
+	links  *snapshotLinks      // nil: the snapshot is written in full
+	store  *refSnapshotStore
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	began := time.Now()
 	counted := &countingSink{SnapshotSink: sink}
-	err := s.s.Persist(s.f, counted)
+	var err error
+	if s.links != nil {
+		err = s.s.Checkpoint(s.f)
+		if err == nil {
+			err = s.s.SyncData()
+		}
+		if err == nil {
+			_, err = s.links.persist(s.store.sinkDir(sink), s.s.Index, s.s.Meta(), counted)
+		}
+	} else {
+		err = s.s.Persist(s.f, counted)
+	}
 	// A snapshot a Restore replaced after it was taken is not a disk
 	// failure: it is dropped and counted apart.
 	superseded := errors.Is(err, fsm.ErrSnapshotSuperseded)
@@ -1094,4 +1138,9 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	return err
 }
 
-func (s *raftSnapshot) Release() { s.s.Release() }
+func (s *raftSnapshot) Release() {
+	s.s.Release()
+	if s.links != nil {
+		s.links.release()
+	}
+}

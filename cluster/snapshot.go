@@ -25,8 +25,9 @@ const snapshotFileMagic = "kgate-snapshot 1\n"
 // removeUnfinishedSnapshots deletes the temporary directories (NAME.tmp) of
 // Raft snapshots that a crash interrupted. hashicorp/raft's file store
 // skips them but never removes them, and each holds up to a full copy of
-// the partition data, so every crash during a snapshot would leave that
-// much disk taken for good. Only the process holding the data directory's
+// the partition data (a snapshot received from a leader), or links that
+// keep segment files retention has since deleted, so every crash during a
+// snapshot would leave that much disk taken for good. Only the process holding the data directory's
 // Raft log (opened first) may call it.
 func removeUnfinishedSnapshots(raftDir string, log *slog.Logger) error {
 	dir := filepath.Join(raftDir, "snapshots")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -37,11 +38,31 @@ func TestUnfinishedSnapshotRemovedOnStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(unfinished, "state.bin"), make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Links to the partition's segment files: moved into the unfinished
+	// snapshot, or still staged (a kill before Persist moved them).
+	segs, _ := filepath.Glob(filepath.Join(tn.dir, "topics", "*", "*.log"))
+	if len(segs) == 0 {
+		t.Fatal("no partition segment file")
+	}
+	staged := filepath.Join(tn.dir, "raft", linkStagingDir, "links-1234")
+	for _, dir := range []string{filepath.Join(unfinished, segmentsDir), staged} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(segs[0], filepath.Join(dir, "00000001.log")); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	tn.start(t)
 	leaderAmong(t, nodes)
-	if _, err := os.Stat(unfinished); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the unfinished snapshot is still there after a restart (stat: %v)", err)
+	for _, dir := range []string{unfinished, staged} {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s is still there after a restart (stat: %v)", dir, err)
+		}
+	}
+	if st, err := os.Stat(segs[0]); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 2 {
+		t.Fatalf("the partition's segment file after the restart: %v; want it linked by the partition and the finished snapshot only", err)
 	}
 	if !tn.log().contains("removed a snapshot that a crash left unfinished") {
 		t.Error("the removal is not logged")
@@ -52,6 +73,9 @@ func TestUnfinishedSnapshotRemovedOnStart(t *testing.T) {
 	}
 	if got := readAll(t, tn, "t", 0); !equalBatches(got, want) {
 		t.Fatalf("after the restart the partition has %d batches, want the %d written", len(got), len(want))
+	}
+	if _, n := readSnapshot(t, tn, finished[0].ID); n != after[0].Size {
+		t.Fatalf("the finished snapshot reads %d bytes, listed as %d", n, after[0].Size)
 	}
 }
 

@@ -235,12 +235,7 @@ func (f *FSM) sortedTopicsLocked() []*Topic {
 // Persist writes the local checkpoint (after syncing the logs it covers) and
 // then the snapshot stream to w.
 func (s *Snapshot) Persist(f *FSM, w io.Writer) error {
-	for _, l := range s.logs {
-		if err := l.Sync(); err != nil {
-			return err
-		}
-	}
-	if err := f.writeCheckpoint(s.generation, s.Index, s.meta); err != nil {
+	if err := s.Checkpoint(f); err != nil {
 		return err
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -248,6 +243,58 @@ func (s *Snapshot) Persist(f *FSM, w io.Writer) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// Checkpoint syncs the partition logs the snapshot covers and writes the
+// local checkpoint: what Persist does before the stream. A snapshot kept as
+// references to the segment files (cluster's snapshot store) does only
+// this, and the stream is expanded from the files when it is read.
+func (s *Snapshot) Checkpoint(f *FSM) error {
+	for _, l := range s.logs {
+		if err := l.Sync(); err != nil {
+			return err
+		}
+	}
+	return f.writeCheckpoint(s.generation, s.Index, s.meta)
+}
+
+// SyncData flushes the partition data the snapshot covers to stable
+// storage, including segment files deleted since it was taken (which the
+// checkpoint's sync of the logs no longer reaches): a snapshot that refers
+// to the files rather than copying them relies on it.
+func (s *Snapshot) SyncData() error {
+	for _, r := range s.ranges {
+		if err := r.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Meta is the snapshot's metadata section, as the stream carries it.
+func (s *Snapshot) Meta() []byte { return s.meta }
+
+// Files lists, for each partition in stream order, the segment files and
+// byte ranges that make up its part of the stream. Valid until the FSM
+// applies the next entry (which may delete files): callers on the FSM
+// goroutine link them right away.
+func (s *Snapshot) Files() [][]partlog.RangeFile {
+	out := make([][]partlog.RangeFile, len(s.ranges))
+	for i, r := range s.ranges {
+		out[i] = r.Files()
+	}
+	return out
+}
+
+// SnapshotHeader is the start of a snapshot stream: magic, index and the
+// metadata. Each partition's part follows as an 8-byte big-endian length
+// and that many bytes of batches.
+func SnapshotHeader(index uint64, meta []byte) []byte {
+	b := make([]byte, 0, len(snapshotMagic)+16+len(meta))
+	b = append(b, snapshotMagic...)
+	b = binary.BigEndian.AppendUint64(b, index)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(meta)))
+	return append(b, meta...)
 }
 
 // Release frees the files the snapshot holds open.

@@ -521,7 +521,26 @@ type Range struct {
 
 type rangePart struct {
 	f        *os.File
+	path     string
 	pos, end int64
+}
+
+// RangeFile is one segment file's part of a Range: bytes [Pos, End) of the
+// file at Path. Segment files are only appended to past synced data, so
+// those bytes stay as they are for as long as the file (or a hard link to
+// it) exists.
+type RangeFile struct {
+	Path     string
+	Pos, End int64
+}
+
+// Files lists the segment files the range reads, in order.
+func (r *Range) Files() []RangeFile {
+	out := make([]RangeFile, len(r.parts))
+	for i, p := range r.parts {
+		out[i] = RangeFile{Path: p.path, Pos: p.pos, End: p.end}
+	}
+	return out
 }
 
 // Len is the number of bytes in the range.
@@ -538,6 +557,17 @@ func (r *Range) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// Sync flushes the range's files to stable storage. A file that retention
+// removed from the log after the range was taken is synced here or never.
+func (r *Range) Sync() error {
+	for _, p := range r.parts {
+		if err := p.f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close releases the range's files.
@@ -561,7 +591,7 @@ func (l *Log) Range() (*Range, error) {
 		if err == nil && pos < s.size {
 			var f *os.File
 			if f, err = os.Open(s.path); err == nil {
-				r.parts = append(r.parts, rangePart{f, pos, s.size})
+				r.parts = append(r.parts, rangePart{f, s.path, pos, s.size})
 				r.n += s.size - pos
 			}
 		}

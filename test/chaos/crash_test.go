@@ -43,6 +43,12 @@ var (
 			file: func(n string) bool { return n == "checkpoint.tmp" }, left: leftSnapshotTmp},
 		{name: "FSM checkpoint renamed, snapshot stream being written", dir: "fsm", mask: syscall.IN_MOVED_TO,
 			file: func(n string) bool { return n == "checkpoint" }, left: leftSnapshotTmp},
+		// A snapshot hard-links the segment files into a staging
+		// directory, then moves it into the snapshot's directory.
+		{name: "segment files being linked (staging directory created)", dir: "raft/snapshot-links", mask: syscall.IN_CREATE,
+			file: func(n string) bool { return strings.HasPrefix(n, "links-") }, left: leftSnapshotTmp},
+		{name: "segment links moved into the snapshot", dir: "raft/snapshot-links", mask: syscall.IN_MOVED_FROM,
+			file: func(n string) bool { return strings.HasPrefix(n, "links-") }, left: leftSnapshotTmp},
 	}
 	compactionWindows = []crashWindow{
 		{name: "new first index being recorded (meta.tmp created)", dir: "raft/log", mask: syscall.IN_CREATE,
@@ -55,7 +61,8 @@ var (
 )
 
 // unfinishedSnapshots lists the snapshot directories under a temporary
-// name (a node removes those a crash left when it starts).
+// name and the staged segment links (a node removes those a crash left
+// when it starts).
 func unfinishedSnapshots(dataDir string) []string {
 	var out []string
 	if es, err := os.ReadDir(filepath.Join(dataDir, "raft/snapshots")); err == nil {
@@ -63,6 +70,11 @@ func unfinishedSnapshots(dataDir string) []string {
 			if strings.HasSuffix(e.Name(), ".tmp") {
 				out = append(out, "raft/snapshots/"+e.Name())
 			}
+		}
+	}
+	if es, err := os.ReadDir(filepath.Join(dataDir, "raft/snapshot-links")); err == nil {
+		for _, e := range es {
+			out = append(out, "raft/snapshot-links/"+e.Name())
 		}
 	}
 	return out
