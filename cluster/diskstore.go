@@ -115,17 +115,14 @@ func (s *failStopSnapshots) Create(version raft.SnapshotVersion, index, term uin
 		s.failed(&StorageError{Op: "create snapshot", Err: err})
 		return nil, err
 	}
-	return &failStopSink{SnapshotSink: sink, failed: s.failed, complete: func() {
-		if s.complete != nil {
-			s.complete(index, term)
-		}
-	}}, nil
+	return &failStopSink{SnapshotSink: sink, failed: s.failed, complete: s.complete, index: index, term: term}, nil
 }
 
 type failStopSink struct {
 	raft.SnapshotSink
-	failed   func(*StorageError)
-	complete func()
+	failed      func(*StorageError)
+	complete    func(index, term uint64) // may be nil
+	index, term uint64
 }
 
 // Write fails only on the file's own errors: a snapshot streamed from the
@@ -142,8 +139,8 @@ func (s *failStopSink) Close() error {
 	err := s.SnapshotSink.Close()
 	if err != nil {
 		s.failed(&StorageError{Op: "write snapshot", Err: err})
-	} else {
-		s.complete()
+	} else if s.complete != nil {
+		s.complete(s.index, s.term)
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/kgate/kgate/cluster/raftlog"
 	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/fsm/partlog"
 )
@@ -371,7 +372,7 @@ func linkFiles(raftDir string, files [][]partlog.RangeFile) (*snapshotLinks, err
 // (fsm.Snapshot.SyncData).
 func (l *snapshotLinks) persist(sinkDir string, index uint64, meta []byte, w io.Writer) (int64, error) {
 	dst := filepath.Join(sinkDir, segmentsDir)
-	if err := syncPath(l.dir); err != nil {
+	if err := raftlog.SyncDir(l.dir); err != nil {
 		return 0, err
 	}
 	if err := os.Rename(l.dir, dst); err != nil {
@@ -379,7 +380,7 @@ func (l *snapshotLinks) persist(sinkDir string, index uint64, meta []byte, w io.
 	}
 	l.dir = ""
 	// The links must be on disk before the snapshot that names them.
-	if err := syncPath(sinkDir); err != nil {
+	if err := raftlog.SyncDir(sinkDir); err != nil {
 		return 0, err
 	}
 	ref := &snapshotRef{index: index, meta: meta, parts: l.parts}
@@ -394,15 +395,6 @@ func (l *snapshotLinks) release() {
 		os.RemoveAll(l.dir)
 		l.dir = ""
 	}
-}
-
-func syncPath(path string) error {
-	d, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // removeStagedLinks removes links a crash left staged (a snapshot that

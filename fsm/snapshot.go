@@ -313,16 +313,7 @@ func (s *Snapshot) Encode(w io.Writer) error {
 		_, err := w.Write(hdr[:])
 		return err
 	}
-	if _, err := w.Write(snapshotMagic); err != nil {
-		return err
-	}
-	if err := put(s.Index); err != nil {
-		return err
-	}
-	if err := put(uint64(len(s.meta))); err != nil {
-		return err
-	}
-	if _, err := w.Write(s.meta); err != nil {
+	if _, err := w.Write(SnapshotHeader(s.Index, s.meta)); err != nil {
 		return err
 	}
 	for _, r := range s.ranges {
