@@ -26,8 +26,8 @@ deps:
 IGGY_E2E ?= TestFranzGo|TestSarama|TestKcat|TestConfluentKafkaPython$$|TestKafkaPython$$|TestKafkaJS$$|TestJavaClients|TestIdempotentKill9|TestGroup|TestIggy|TestJavaTransactions$$|TestClusterTransactionsLeaderKill9|TestClusterGroupTransactSessionLeaderKill9
 
 test: deps build lint
-	$(GO) test -race -count=1 -timeout 45m ./...
-	KGATE_E2E_BACKEND=iggy $(GO) test -race -count=1 -timeout 60m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
+	GO='$(GO)' ./scripts/go-test.sh -race -count=1 -timeout 45m ./...
+	KGATE_E2E_BACKEND=iggy GO='$(GO)' ./scripts/go-test.sh -race -count=1 -timeout 60m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
 	$(MAKE) e2e-iggy-real
 	$(MAKE) chaos-short
 	$(MAKE) bench-short

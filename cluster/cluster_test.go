@@ -356,7 +356,9 @@ func TestGracefulLeave(t *testing.T) {
 	p.produce(t, c.nodes, 5, 50)
 
 	f := anyFollower(t, c.nodes, leader)
-	if err := f.n.Leave(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := f.n.Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
 	rest := without(c.nodes, f)
@@ -756,7 +758,9 @@ func TestLeaveFailsUntilTheLeaderHears(t *testing.T) {
 
 	gossipOf(t, f).isolated.Store(false)
 	votersAre(t, rest, rest)
-	if err := f.n.Leave(context.Background()); err != nil {
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := f.n.Leave(ctx); err != nil {
 		t.Fatalf("second leave: %v", err)
 	}
 	for _, tn := range rest {
