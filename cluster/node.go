@@ -247,6 +247,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft transport on %s (advertised as %s): %w", bind, cfg.RaftAddr, err)
 	}
 	n.trans = trans
+	trans.snapshotIdle.Store(int64(snapshotIdleFor(n.heartbeatTimeout())))
 	logs, err := raft.NewLogCache(512, n.disk)
 	if err != nil {
 		return nil, err

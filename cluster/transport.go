@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -34,6 +35,12 @@ type raftTransport struct {
 	hbMu      sync.Mutex
 	hbFn      func(raft.RPC)
 
+	// snapshotIdle (nanoseconds) bounds the wait for the next bytes of a
+	// snapshot being received (see idleReader); zero waits for as long as
+	// the connection lives. Atomic: the node sets it once the transport
+	// is already accepting.
+	snapshotIdle atomic.Int64
+
 	shutdown chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup // accept loop and connection handlers
@@ -58,12 +65,24 @@ const (
 	maxInitLen = 2 << 20
 	// As NetworkTransport's connReceiveBufferSize.
 	recvBufferSize = 256 << 10
+	// defaultSnapshotIdle is snapshotIdle unless the node sets it
+	// (snapshotIdleFor).
+	defaultSnapshotIdle = 5 * time.Second
 )
+
+// snapshotIdleFor is how long a node waits for more of a snapshot whose
+// sender went quiet: several heartbeat timeouts, at least two seconds, so
+// that a slow but living sender is never cut off, while a follower whose
+// leader froze or vanished mid-snapshot is back to voting within seconds.
+func snapshotIdleFor(heartbeat time.Duration) time.Duration {
+	return max(4*heartbeat, 2*time.Second)
+}
 
 // newRaftTransport makes the transport over stream; Close closes stream.
 func newRaftTransport(stream raft.StreamLayer, log hclog.Logger) *raftTransport {
 	t := &raftTransport{stream: stream, log: log, consumeCh: make(chan raft.RPC),
 		shutdown: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	t.snapshotIdle.Store(int64(defaultSnapshotIdle))
 	t.NetworkTransport = raft.NewNetworkTransportWithLogger(&muteStream{StreamLayer: stream, closed: make(chan struct{})}, 4, 10*time.Second, log)
 	t.wg.Add(1)
 	go t.listen() // owned by the transport: Close stops it
@@ -181,7 +200,7 @@ func (t *raftTransport) handleConn(conn net.Conn) {
 	// As NetworkTransport's (msgpackUseNewTimeFormat is false there).
 	enc := codec.NewEncoder(w, &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}})
 	for !t.closing() {
-		if err := t.handleCommand(r, dec, enc); err != nil {
+		if err := t.handleCommand(conn, r, dec, enc); err != nil {
 			if err != io.EOF && !t.closing() {
 				t.log.Error("failed to decode incoming command", "error", err)
 			}
@@ -195,8 +214,9 @@ func (t *raftTransport) handleConn(conn net.Conn) {
 }
 
 // handleCommand reads one RPC, hands it to Raft and writes the answer, as
-// NetworkTransport.handleCommand does (without its metrics).
-func (t *raftTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
+// NetworkTransport.handleCommand does (without its metrics), except that a
+// snapshot's bytes are read with a deadline (idleReader).
+func (t *raftTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
 	rpcType, err := r.ReadByte()
 	if err != nil {
 		return err
@@ -204,6 +224,7 @@ func (t *raftTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{RespChan: respCh}
 	heartbeat := false
+	var snapshot *idleReader
 	switch rpcType {
 	case rpcAppendEntries:
 		var req raft.AppendEntriesRequest
@@ -235,7 +256,8 @@ func (t *raftTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *
 			return err
 		}
 		rpc.Command = &req
-		rpc.Reader = io.LimitReader(r, req.Size)
+		snapshot = &idleReader{conn: conn, r: io.LimitReader(r, req.Size), idle: time.Duration(t.snapshotIdle.Load())}
+		rpc.Reader = snapshot
 	case rpcTimeoutNow:
 		var req raft.TimeoutNowRequest
 		if err := dec.Decode(&req); err != nil {
@@ -265,6 +287,14 @@ func (t *raftTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *
 	}
 	select {
 	case resp := <-respCh:
+		if snapshot != nil {
+			if err := snapshot.end(); err != nil {
+				// The rest of the snapshot may still come: the stream
+				// is out of step, so the connection ends, and the
+				// sender learns of the failure by that.
+				return err
+			}
+		}
 		respErr := ""
 		if resp.Error != nil {
 			respErr = resp.Error.Error()
@@ -276,4 +306,50 @@ func (t *raftTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *
 	case <-t.shutdown:
 		return raft.ErrTransportShutdown
 	}
+}
+
+// idleReader is a snapshot's bytes as Raft reads them: each read waits at
+// most idle for the sender. Raft reads a snapshot on its main loop, so a
+// sender that stops mid-stream without closing the connection (a paused
+// leader, a link that drops packets) would hold the follower there, deaf
+// to votes and heartbeats, until TCP gave up minutes later; meanwhile no
+// majority could form without it. A read past the deadline fails the
+// install, and Raft goes on.
+type idleReader struct {
+	conn     net.Conn
+	r        io.Reader
+	idle     time.Duration
+	deadline bool  // a read deadline is set on conn
+	err      error // the first read error but io.EOF
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	if ir.err != nil {
+		return 0, ir.err
+	}
+	if ir.idle > 0 {
+		if err := ir.conn.SetReadDeadline(time.Now().Add(ir.idle)); err != nil {
+			ir.err = err
+			return 0, err
+		}
+		ir.deadline = true
+	}
+	n, err := ir.r.Read(p)
+	if err != nil && err != io.EOF {
+		ir.err = fmt.Errorf("receiving a snapshot: %w", err)
+		err = ir.err
+	}
+	return n, err
+}
+
+// end clears the deadline once Raft is done with the snapshot, and returns
+// the read error that cut it short, if any.
+func (ir *idleReader) end() error {
+	if ir.err != nil {
+		return ir.err
+	}
+	if ir.deadline {
+		return ir.conn.SetReadDeadline(time.Time{})
+	}
+	return nil
 }

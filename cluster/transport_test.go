@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -180,5 +181,110 @@ func TestRaftTransportHeartbeatAndClose(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return with a connection open")
+	}
+}
+
+// pausedReader is a snapshot source that yields head, then gives nothing
+// more until resume is closed (a leader frozen mid-snapshot), then fails.
+type pausedReader struct {
+	head   *bytes.Reader
+	resume <-chan struct{}
+}
+
+func (r *pausedReader) Read(p []byte) (int, error) {
+	if r.head.Len() > 0 {
+		return r.head.Read(p)
+	}
+	<-r.resume
+	return 0, errors.New("sender gone")
+}
+
+// trickleReader yields its data a little at a time, with a gap before each
+// piece: a slow sender that never goes quiet for long.
+type trickleReader struct {
+	data  []byte
+	piece int
+	gap   time.Duration
+}
+
+func (r *trickleReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.gap) // the pace of the data, not a synchronization
+	n := copy(p[:min(len(p), r.piece)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// A leader that stops sending in the middle of a snapshot without closing
+// the connection (frozen, or behind a link that drops packets) holds the
+// follower's Raft loop in the snapshot's read for no longer than the idle
+// limit: the read fails, the connection ends, and the loop goes on to
+// votes and heartbeats. A slow sender that never goes quiet that long
+// delivers a snapshot taking several times that limit in all.
+func TestSnapshotFromAStalledSenderEndsAfterTheIdleLimit(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	recv.snapshotIdle.Store(int64(idle))
+	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close()
+
+	type received struct {
+		n   int64
+		err error
+	}
+	got := make(chan received, 1)
+	stop := make(chan struct{})
+	served := serve(t, recv, stop, func(rpc raft.RPC) {
+		c, ok := rpc.Command.(*raft.InstallSnapshotRequest)
+		if !ok {
+			rpc.Respond(nil, errors.New("unexpected rpc"))
+			return
+		}
+		n, err := io.Copy(io.Discard, rpc.Reader) // as Raft's loop reads it
+		got <- received{n, err}
+		rpc.Respond(&raft.InstallSnapshotResponse{Term: c.Term, Success: err == nil}, nil)
+	})
+	defer func() { close(stop); <-served }()
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("leader"), Addr: []byte(send.LocalAddr())}
+
+	resume := make(chan struct{})
+	defer close(resume)
+	sent := make(chan error, 1)
+	go func() {
+		src := &pausedReader{head: bytes.NewReader(make([]byte, 300<<10)), resume: resume}
+		sent <- send.InstallSnapshot("f", recv.LocalAddr(), &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 4, Size: 4 << 20}, &raft.InstallSnapshotResponse{}, src)
+	}()
+	select {
+	case r := <-got:
+		if r.err == nil || r.n >= 4<<20 {
+			t.Fatalf("a stalled snapshot read %d bytes with error %v, want a failed read", r.n, r.err)
+		}
+		if !errors.Is(r.err, os.ErrDeadlineExceeded) {
+			t.Fatalf("stalled snapshot: %v, want the read deadline", r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the snapshot read was still waiting for a stalled sender after 30 s")
+	}
+
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	src := &trickleReader{data: data, piece: 4 << 10, gap: idle / 3} // 16 pieces: over five idle limits
+	var sr raft.InstallSnapshotResponse
+	if err := send.InstallSnapshot("f", recv.LocalAddr(), &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 4, Size: int64(len(data))}, &sr, src); err != nil || !sr.Success {
+		t.Fatalf("slow snapshot: %v %+v", err, sr)
+	}
+	if r := <-got; r.err != nil || r.n != int64(len(data)) {
+		t.Fatalf("slow snapshot: read %d of %d bytes, error %v", r.n, len(data), r.err)
 	}
 }
