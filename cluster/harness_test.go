@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -375,7 +376,8 @@ func (tn *testNode) stop(t *testing.T) {
 	if tn.n == nil {
 		return
 	}
-	if err := tn.n.Shutdown(); err != nil {
+	var err error
+	if within(t, fmt.Sprintf("node %d's shutdown", tn.id), func() { err = tn.n.Shutdown() }) && err != nil {
 		t.Errorf("node %d: shutdown: %v", tn.id, err)
 	}
 	streamOf(t, tn.raftAddr).closeAll()
@@ -390,9 +392,40 @@ func (tn *testNode) crash(t *testing.T) {
 		return
 	}
 	streamOf(t, tn.raftAddr).closeAll()
-	tn.n.crashForTest()
+	within(t, fmt.Sprintf("node %d's crash", tn.id), tn.n.crashForTest)
 	tn.f.Close()
 	tn.n, tn.f = nil, nil
+}
+
+// stopLimit bounds a node's shutdown in a test: one that hangs fails the
+// test with the stacks of the node's goroutines, where the package's
+// timeout would end the whole run with a dump of every test's.
+const stopLimit = 2 * time.Minute
+
+// within runs stop and reports whether it returned; if it has not within
+// stopLimit, the test fails and stop is left running.
+func within(t *testing.T, what string, stop func()) bool {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { // ends with stop; left behind only on a failed test
+		defer close(done)
+		stop()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(stopLimit):
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var ours []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "kgate/kgate/cluster.") || strings.Contains(g, "hashicorp/raft.") {
+				ours = append(ours, g)
+			}
+		}
+		t.Errorf("%s did not end within %v; goroutines in cluster and Raft code:\n%s", what, stopLimit, strings.Join(ours, "\n\n"))
+		return false
+	}
 }
 
 type testCluster struct {
