@@ -162,6 +162,9 @@ type cutStream struct {
 	// stalled: what the node sends is lost, its connections stay open (a
 	// frozen process, a link that drops without a reset).
 	stalled atomic.Bool
+	// stallAt, when set, stalls the node (as setStalled) once one of its
+	// connections to that peer has carried that many bytes.
+	stallAt atomic.Pointer[stallTrigger]
 	// connClosed is told when an accepted connection ends, as the TCP
 	// transport's watched connections tell the node.
 	connClosed func()
@@ -169,10 +172,21 @@ type cutStream struct {
 
 type trackedConn struct {
 	net.Conn
-	s *cutStream
+	s       *cutStream
+	written atomic.Int64
+}
+
+// stallTrigger: see cutStream.stallAt.
+type stallTrigger struct {
+	peer  string // a Raft address
+	after int64
 }
 
 func (c *trackedConn) Write(p []byte) (int, error) {
+	if trig := c.s.stallAt.Load(); trig != nil && c.RemoteAddr().String() == trig.peer &&
+		c.written.Add(int64(len(p))) > trig.after {
+		c.s.stalled.Store(true)
+	}
 	if c.s.stalled.Load() {
 		return len(p), nil
 	}

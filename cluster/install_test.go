@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/kgate/kgate/fsm"
 )
@@ -85,4 +88,64 @@ func TestDeposedLeaderWithALongerLogFollowsAfterASnapshot(t *testing.T) {
 	if raftLast, _ := strconv.ParseUint(old.n.raft.Stats()["last_log_index"], 10, 64); raftLast != last {
 		t.Fatalf("Raft takes the log to end at %d; the log ends at %d", raftLast, last)
 	}
+}
+
+// A leader that freezes in the middle of sending a follower a snapshot
+// (its connections open, nothing more arriving) does not keep that
+// follower from voting: Raft reads the snapshot on its main loop, and the
+// read now gives up after the idle limit, so the follower and the third
+// node elect a leader between them. Before, the follower sat in the read
+// until the frozen leader's own send deadline ended the connection (about
+// two and a half minutes for this snapshot), and with the leader silent no
+// majority could form.
+func TestFollowerVotesWhenItsLeaderFreezesMidSnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEvery = 20
+		cfg.TrailingLogs = 10
+	})
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 200)
+
+	f := anyFollower(t, c.nodes, leader)
+	f.stop(t)
+	rest := c.running()
+	p.produce(t, rest, 64, 64<<10) // a snapshot of about 4 MiB
+	leader = leaderAmong(t, rest)
+	if err := leader.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if first, _ := leader.n.store.FirstIndex(); first < 20 {
+		t.Fatalf("leader's log starts at %d: not compacted", first)
+	}
+
+	// The leader freezes once 1 MiB has gone to the follower: the
+	// snapshot is under way (appends and heartbeats are far smaller).
+	ls := streamOf(t, leader.raftAddr)
+	ls.stallAt.Store(&stallTrigger{peer: f.raftAddr, after: 1 << 20})
+	f.start(t)
+	eventually(t, 30*time.Second, "the leader freezes while sending the snapshot", func() error {
+		if !ls.stalled.Load() {
+			return errors.New("still sending")
+		}
+		return nil
+	})
+	others := without(c.nodes, leader)
+	eventually(t, 20*time.Second, "the follower and the third node elect a leader", func() error {
+		for _, tn := range others {
+			if tn.n.raft.State() == raft.Leader {
+				return nil
+			}
+		}
+		return errors.New("no leader among them")
+	})
+
+	ls.stallAt.Store(nil)
+	ls.setStalled(false)
+	streamOf(t, leader.raftAddr).setCut(true) // its stalled connections lost bytes: start them afresh
+	streamOf(t, leader.raftAddr).setCut(false)
+	p.produce(t, c.nodes, 3, 300)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
 }
