@@ -60,6 +60,10 @@ type Config struct {
 	// transactional batch is refused with INVALID_TXN_STATE.
 	Txns TxnState
 	Log  *slog.Logger
+
+	// listedForTest, when set, runs in each topic refresh right after the
+	// list was read.
+	listedForTest func()
 }
 
 // Backend implements gateway.Backend over an Iggy server.
@@ -72,6 +76,10 @@ type Backend struct {
 	mu     sync.RWMutex
 	topics map[string]*topic // by Kafka name
 	byID   map[[16]byte]*topic
+	// loads numbers loadTopic's reads (topic.loaded), so that a refresh
+	// leaves alone what was read after its own list: a topic this node
+	// created (or changed) while the list was on its way.
+	loads atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -106,6 +114,7 @@ type topic struct {
 	iggyID uint32
 	info   iggy.Topic
 	parts  []*partition
+	loaded uint64 // Backend.loads when read from Iggy
 }
 
 func (t *topic) streamID() iggy.Identifier { return iggy.NamedID(t.stream) }
@@ -314,10 +323,14 @@ var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 func (b *Backend) refresh(ctx context.Context) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
+	listed := b.loads.Load()
 	stream := iggy.NamedID(b.cfg.Stream)
 	_, list, found, err := b.client.GetStream(ctx, stream)
 	if err != nil {
 		return err
+	}
+	if b.cfg.listedForTest != nil {
+		b.cfg.listedForTest()
 	}
 	if !found {
 		if b.streamSeen.Load() {
@@ -373,8 +386,10 @@ func (b *Backend) refresh(ctx context.Context) error {
 		}
 	}
 	var gone []string
-	for name := range b.topics {
-		if _, ok := want[name]; !ok {
+	for name, t := range b.topics {
+		// A topic read after the list (created here meanwhile) is not
+		// gone: the list is older than it.
+		if _, ok := want[name]; !ok && t.loaded <= listed {
 			gone = append(gone, name)
 		}
 	}
@@ -389,14 +404,16 @@ func (b *Backend) refresh(ctx context.Context) error {
 	if len(gone) > 0 {
 		b.mu.Lock()
 		for _, name := range gone {
-			b.dropLocked(name)
+			if t := b.topics[name]; t != nil && t.loaded <= listed {
+				b.dropLocked(name)
+			}
 		}
 		b.mu.Unlock()
 	}
 	// Settings (expiry) may change without a partition change.
 	b.mu.Lock()
 	for name, s := range want {
-		if t := b.topics[name]; t != nil && t.iggyID == s.info.ID {
+		if t := b.topics[name]; t != nil && t.iggyID == s.info.ID && t.loaded <= listed {
 			t.info.MessageExpiry, t.info.MaxTopicSize, t.info.Compression = s.info.MessageExpiry, s.info.MaxTopicSize, s.info.Compression
 		}
 	}
@@ -436,7 +453,7 @@ func (b *Backend) loadTopic(ctx context.Context, kname, stream, iname string) (*
 		b.dropLocked(kname) // deleted and re-created: a new topic
 		old = nil
 	}
-	t := &topic{name: kname, stream: stream, iggy: iname, iggyID: td.ID, info: td.Topic}
+	t := &topic{name: kname, stream: stream, iggy: iname, iggyID: td.ID, info: td.Topic, loaded: b.loads.Add(1)}
 	t.id = b.uuidOf(stream, td.Topic)
 	ids := make([]uint32, len(td.Partitions))
 	for i, p := range td.Partitions {

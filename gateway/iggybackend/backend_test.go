@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -781,5 +782,48 @@ func TestRealIggyServer(t *testing.T) {
 	}
 	if err := h.b.DeleteTopic(h.ctx, "idem"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A topic this node creates while a refresh's list of the stream is on its
+// way stays listed: the refresh read the list before the topic existed and
+// must not take it for deleted. Before, the node left the topic out of
+// Metadata until the next refresh (kafka-topics --describe right after
+// --create failed with "does not exist" in the Iggy tier), and dropped its
+// partitions' state.
+func TestTopicCreatedDuringARefreshStaysListed(t *testing.T) {
+	var armed atomic.Bool
+	listed, release := make(chan struct{}), make(chan struct{})
+	h := newHarness(t, iggy.Current, func(c *Config) {
+		c.RefreshInterval = time.Hour // only the refresh this test runs
+		c.listedForTest = func() {
+			if armed.CompareAndSwap(true, false) {
+				close(listed)
+				<-release
+			}
+		}
+	})
+	armed.Store(true)
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- h.b.refresh(h.ctx) }()
+	select {
+	case <-listed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refresh did not read the list")
+	}
+	h.create("fresh", 2, nil)
+	close(release)
+	if err := <-refreshed; err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ti := range h.b.Topics() {
+		found = found || ti.Name == "fresh"
+	}
+	if !found {
+		t.Fatalf("a topic created during a refresh is not listed: %+v", h.b.Topics())
+	}
+	if info, ok := h.b.Topic("fresh"); !ok || info.Partitions != 2 {
+		t.Fatalf("fresh: %+v %v", info, ok)
 	}
 }
