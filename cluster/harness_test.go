@@ -293,7 +293,11 @@ func (n *Node) crashForTest() {
 	default:
 	}
 	close(n.stop)
-	n.raft.Shutdown().Error()
+	// As Shutdown: a Raft goroutine held in a failed write of the store
+	// is let go once Raft was told to stop (untilRaftShutdown).
+	stopping := n.raft.Shutdown()
+	close(n.raftStopped)
+	stopping.Error()
 	n.wg.Wait()
 	n.setLeader(false)
 	if n.gossip != nil {

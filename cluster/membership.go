@@ -394,7 +394,11 @@ func (n *Node) haltedOnDisk() bool {
 // the campaign: a leader's shutdown hung on its transfer for six minutes,
 // heartbeating, while the others could elect nobody). The goroutine that
 // waits then ends once Raft answers, which it may never do before the
-// process exits; it holds nothing.
+// process exits; it holds nothing. It reports false too once Raft was told
+// to stop: a transfer's future still queued then is never answered
+// (hashicorp/raft gives it no shutdown channel), and a hand-over started
+// by a halt (haltWith) would hold Shutdown's wait for the node's
+// goroutines.
 func (n *Node) awaitRaft(f raft.Future) bool {
 	done := make(chan struct{})
 	go func() {
@@ -405,6 +409,8 @@ func (n *Node) awaitRaft(f raft.Future) bool {
 	case <-done:
 		return true
 	case <-n.diskHalted:
+		return false
+	case <-n.raftStopped:
 		return false
 	}
 }
