@@ -151,8 +151,15 @@ func (c *Coordinator) sessionCheck(term uint64, group, member string) {
 	// FSM keeps it (and removeMembers gives it a session again).
 	guard := c.removalGuard(c.fsm.Member(group, member, "").Generation)
 	c.mu.Unlock()
-	c.log.Info("member session expired", "group", group, "member", member)
-	c.removeMembers(context.Background(), group, reasonSession, []string{member}, guard)
+	// Logged once the removal is committed: a deposed leader that wakes
+	// from a pause finds every session stale, and its removals never
+	// commit.
+	codes, code := c.removeMembers(context.Background(), group, reasonSession, []string{member}, guard)
+	if code == 0 && (len(codes) == 0 || codes[0] == 0) {
+		c.log.Info("member session expired", "group", group, "member", member)
+	} else {
+		c.log.Debug("member session expiry not applied", "group", group, "member", member, "code", code)
+	}
 }
 
 // forgetLocked drops a member's soft state after it left the group.
