@@ -217,15 +217,7 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 // A follower behind the leader's compacted log catches up by snapshot, and
 // its record data arrives with it.
 func TestFarBehindFollowerCatchesUpBySnapshot(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) {
-		cfg.SnapshotEvery = 20
-		cfg.TrailingLogs = 10
-	})
-	leader := leaderAmong(t, c.nodes)
-	votersAre(t, c.nodes, c.nodes)
-	createTopic(t, c.nodes, "t", 1)
-	p := newProducer("t", 1)
-	p.produce(t, c.nodes, 5, 200)
+	c, leader, p := compactingCluster(t)
 	converged(t, c.nodes, stateOf(leader, "g"), "g")
 
 	// The follower has a checkpoint of its own (at 5 batches) that the

@@ -99,15 +99,7 @@ func TestDeposedLeaderWithALongerLogFollowsAfterASnapshot(t *testing.T) {
 // two and a half minutes for this snapshot), and with the leader silent no
 // majority could form.
 func TestFollowerVotesWhenItsLeaderFreezesMidSnapshot(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) {
-		cfg.SnapshotEvery = 20
-		cfg.TrailingLogs = 10
-	})
-	leader := leaderAmong(t, c.nodes)
-	votersAre(t, c.nodes, c.nodes)
-	createTopic(t, c.nodes, "t", 1)
-	p := newProducer("t", 1)
-	p.produce(t, c.nodes, 5, 200)
+	c, leader, p := compactingCluster(t)
 
 	f := anyFollower(t, c.nodes, leader)
 	f.stop(t)
@@ -148,4 +140,21 @@ func TestFollowerVotesWhenItsLeaderFreezesMidSnapshot(t *testing.T) {
 	streamOf(t, leader.raftAddr).setCut(false)
 	p.produce(t, c.nodes, 3, 300)
 	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+}
+
+// compactingCluster starts three nodes that keep 10 Raft entries after a
+// snapshot, with topic t (one partition) holding five batches written by
+// the producer it returns, and returns the leader.
+func compactingCluster(t *testing.T) (*testCluster, *testNode, *producer) {
+	t.Helper()
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEvery = 20
+		cfg.TrailingLogs = 10
+	})
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 200)
+	return c, leader, p
 }
