@@ -65,9 +65,6 @@ const (
 	maxInitLen = 2 << 20
 	// As NetworkTransport's connReceiveBufferSize.
 	recvBufferSize = 256 << 10
-	// defaultSnapshotIdle is snapshotIdle unless the node sets it
-	// (snapshotIdleFor).
-	defaultSnapshotIdle = 5 * time.Second
 )
 
 // snapshotIdleFor is how long a node waits for more of a snapshot whose
@@ -82,7 +79,8 @@ func snapshotIdleFor(heartbeat time.Duration) time.Duration {
 func newRaftTransport(stream raft.StreamLayer, log hclog.Logger) *raftTransport {
 	t := &raftTransport{stream: stream, log: log, consumeCh: make(chan raft.RPC),
 		shutdown: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-	t.snapshotIdle.Store(int64(defaultSnapshotIdle))
+	// For Raft's default heartbeat timeout, until the node sets its own.
+	t.snapshotIdle.Store(int64(snapshotIdleFor(time.Second)))
 	t.NetworkTransport = raft.NewNetworkTransportWithLogger(&muteStream{StreamLayer: stream, closed: make(chan struct{})}, 4, 10*time.Second, log)
 	t.wg.Add(1)
 	go t.listen() // owned by the transport: Close stops it
@@ -316,11 +314,10 @@ func (t *raftTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec
 // majority could form without it. A read past the deadline fails the
 // install, and Raft goes on.
 type idleReader struct {
-	conn     net.Conn
-	r        io.Reader
-	idle     time.Duration
-	deadline bool  // a read deadline is set on conn
-	err      error // the first read error but io.EOF
+	conn net.Conn
+	r    io.Reader
+	idle time.Duration
+	err  error // the first read error but io.EOF
 }
 
 func (ir *idleReader) Read(p []byte) (int, error) {
@@ -332,7 +329,6 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 			ir.err = err
 			return 0, err
 		}
-		ir.deadline = true
 	}
 	n, err := ir.r.Read(p)
 	if err != nil && err != io.EOF {
@@ -348,7 +344,7 @@ func (ir *idleReader) end() error {
 	if ir.err != nil {
 		return ir.err
 	}
-	if ir.deadline {
+	if ir.idle > 0 {
 		return ir.conn.SetReadDeadline(time.Time{})
 	}
 	return nil

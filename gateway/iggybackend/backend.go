@@ -385,14 +385,6 @@ func (b *Backend) refresh(ctx context.Context) error {
 			stale = append(stale, name)
 		}
 	}
-	var gone []string
-	for name, t := range b.topics {
-		// A topic read after the list (created here meanwhile) is not
-		// gone: the list is older than it.
-		if _, ok := want[name]; !ok && t.loaded <= listed {
-			gone = append(gone, name)
-		}
-	}
 	b.mu.RUnlock()
 
 	for _, name := range stale {
@@ -401,17 +393,15 @@ func (b *Backend) refresh(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(gone) > 0 {
-		b.mu.Lock()
-		for _, name := range gone {
-			if t := b.topics[name]; t != nil && t.loaded <= listed {
-				b.dropLocked(name)
-			}
+	b.mu.Lock()
+	for name, t := range b.topics {
+		// A topic read after the list (created here meanwhile) is not
+		// gone: the list is older than it.
+		if _, ok := want[name]; !ok && t.loaded <= listed {
+			b.dropLocked(name)
 		}
-		b.mu.Unlock()
 	}
 	// Settings (expiry) may change without a partition change.
-	b.mu.Lock()
 	for name, s := range want {
 		if t := b.topics[name]; t != nil && t.iggyID == s.info.ID && t.loaded <= listed {
 			t.info.MessageExpiry, t.info.MaxTopicSize, t.info.Compression = s.info.MessageExpiry, s.info.MaxTopicSize, s.info.Compression
