@@ -103,9 +103,9 @@ func (s *failStopStore) SetUint64(key []byte, val uint64) error {
 type failStopSnapshots struct {
 	raft.SnapshotStore
 	failed func(*StorageError)
-	// complete is told of every snapshot written whole, taken here or
-	// installed from the leader (the log store's NoteSnapshot).
-	complete func(index, term uint64)
+	// installed is told of every snapshot from the leader written whole
+	// (the log store's NoteInstall); not of the node's own (ownSnapshot).
+	installed func(index, term uint64)
 }
 
 func (s *failStopSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
@@ -115,14 +115,23 @@ func (s *failStopSnapshots) Create(version raft.SnapshotVersion, index, term uin
 		s.failed(&StorageError{Op: "create snapshot", Err: err})
 		return nil, err
 	}
-	return &failStopSink{SnapshotSink: sink, failed: s.failed, complete: s.complete, index: index, term: term}, nil
+	return &failStopSink{SnapshotSink: sink, failed: s.failed, installed: s.installed, index: index, term: term}, nil
 }
 
 type failStopSink struct {
 	raft.SnapshotSink
 	failed      func(*StorageError)
-	complete    func(index, term uint64) // may be nil
+	installed   func(index, term uint64) // may be nil
+	own         bool                     // written by this node's FSM (ownSnapshot), not received
 	index, term uint64
+}
+
+// ownSnapshot marks sink as one the node's own FSM writes: Raft creates
+// the sinks of its snapshots and of the leader's alike.
+func ownSnapshot(sink raft.SnapshotSink) {
+	if s, ok := sink.(*failStopSink); ok {
+		s.own = true
+	}
 }
 
 // Write fails only on the file's own errors: a snapshot streamed from the
@@ -139,8 +148,8 @@ func (s *failStopSink) Close() error {
 	err := s.SnapshotSink.Close()
 	if err != nil {
 		s.failed(&StorageError{Op: "write snapshot", Err: err})
-	} else if s.complete != nil {
-		s.complete(s.index, s.term)
+	} else if s.installed != nil && !s.own {
+		s.installed(s.index, s.term)
 	}
 	return err
 }

@@ -21,10 +21,10 @@ type LogStore interface {
 	raft.LogStore
 	raft.StableStore
 	io.Closer
-	// NoteSnapshot is told of each snapshot written whole, so that the
-	// DeleteRange after installing one keeps the entries past it (see
-	// raftlog.Store.NoteSnapshot).
-	NoteSnapshot(index, term uint64)
+	// NoteInstall is told of each snapshot from the leader once written
+	// whole, so that the DeleteRange after installing it keeps the entries
+	// past it (see raftlog.Store.NoteInstall).
+	NoteInstall(index, term uint64)
 }
 
 // The Raft log's files under <data-dir>/raft. New data directories get

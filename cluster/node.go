@@ -226,7 +226,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	snaps := &refSnapshotStore{FileSnapshotStore: files, raftDir: dir}
 	n.snapStore = snaps
-	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed, complete: store.NoteSnapshot}
+	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed, installed: store.NoteInstall}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		store.Close()
@@ -1097,6 +1097,7 @@ type raftSnapshot struct {
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
+	ownSnapshot(sink)
 	began := time.Now()
 	counted := &countingSink{SnapshotSink: sink}
 	var err error

@@ -26,25 +26,40 @@ type base struct{ index, term uint64 }
 
 const baseFile = "base"
 
-// NoteSnapshot tells the Store that a snapshot up to index (of term) is on
-// disk, for the DeleteRange that follows its install. Call it once the
-// snapshot is complete. The last one noted counts, not the highest: Raft
-// installs what the leader sends, which may be older than a snapshot this
-// node took.
-func (s *Store) NoteSnapshot(index, term uint64) {
+// NoteInstall tells the Store that a snapshot up to index (of term), sent
+// by the leader, is on disk and about to be restored: the DeleteRange of
+// the whole log that Raft makes next is its clean-up after the install.
+// Call it once the snapshot is complete, for installs only. The note lasts
+// until the next append or deletion other than a compaction of the head
+// (which the node's own snapshots run beside an install): a DeleteRange of
+// the whole log without it is Raft cutting a suffix that conflicts from
+// the first entry on, which, when the log starts right after an installed
+// snapshot, looks the same as the clean-up and must delete it all.
+func (s *Store) NoteInstall(index, term uint64) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.snap = base{index, term}
+	s.install = base{index, term}
 }
 
-// keepPastSnapshot handles a DeleteRange of the whole log when the last
-// noted snapshot ends inside it or just before it: it drops the entries
-// up to the snapshot and records the snapshot as the log's base. It reports
-// false when the snapshot does not reach into the log (a plain delete).
-func (s *Store) keepPastSnapshot(min uint64) (bool, error) {
-	snap := s.snap
-	if snap.index == 0 || min > snap.index || snap.index >= s.last || snap.index+1 < s.first {
+// keepPastSnapshot handles the DeleteRange of the whole log that follows
+// the install of snap (see NoteInstall). When the snapshot ends inside the
+// log or right before it (the same snapshot installed again: its first
+// install left the log starting right after it), the entries up to the
+// snapshot go and the snapshot is recorded as the log's base. It reports
+// false when the snapshot covers the whole log (a plain delete).
+func (s *Store) keepPastSnapshot(snap base) (bool, error) {
+	if snap.index >= s.last {
 		return false, nil
+	}
+	if snap.index+1 < s.first {
+		// A gap between the snapshot and the log: this node had
+		// compacted past what the leader sent. Emptying the log would
+		// leave Raft counting on entries it no longer has (and naming
+		// them in elections); kept, its appends fail on the gap until a
+		// later snapshot reaches the log, as they would anyway.
+		s.log.Warn("raft log: an installed snapshot ends before the log starts; keeping the log", "snapshot_index", snap.index,
+			"first", s.first, "last", s.last)
+		return true, nil
 	}
 	if err := s.writeBase(snap); err != nil {
 		return true, err

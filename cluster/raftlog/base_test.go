@@ -18,7 +18,7 @@ func TestInstallKeepsTheEntriesPastTheSnapshot(t *testing.T) {
 	mustStore(t, s, batch(1, 30, 2))
 	mustStore(t, s, batch(31, 20, 3)) // the tail the new leader never had
 
-	s.NoteSnapshot(40, 4) // the leader's snapshot: its entry 40 is of term 4
+	s.NoteInstall(40, 4) // the leader's snapshot: its entry 40 is of term 4
 	mustDelete(t, s, 1, 50)
 	check := func(s *Store) {
 		t.Helper()
@@ -47,13 +47,98 @@ func TestInstallKeepsTheEntriesPastTheSnapshot(t *testing.T) {
 	s.Close()
 }
 
+// The same snapshot installed a second time (the leader sends it again when
+// the answer to the first install was lost: a cut, a frozen leader) finds
+// the log starting right after it. The entries stay, as after the first
+// install: emptying the log there left Raft counting on a tail that was
+// gone, refusing every append, as in hashicorp/raft#697.
+func TestSnapshotInstalledTwiceKeepsTheEntriesPastIt(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	mustStore(t, s, batch(1, 30, 2))
+	mustStore(t, s, batch(31, 20, 3))
+
+	s.NoteInstall(40, 4)
+	mustDelete(t, s, 1, 50)
+	expectBase(t, s, 41, 50, term(3))
+
+	s.NoteInstall(40, 4) // again
+	mustDelete(t, s, 41, 50)
+	expectBase(t, s, 41, 50, term(3))
+	var l raft.Log
+	if err := s.GetLog(40, &l); err != nil || l.Index != 40 || l.Term != 4 {
+		t.Fatalf("entry 40: %+v, %v; want the snapshot's last entry, term 4", l, err)
+	}
+	s.Close()
+	s = open(t, dir, 1<<20)
+	expectBase(t, s, 41, 50, term(3))
+	s.Close()
+}
+
+// The same DeleteRange without an install just before it is Raft cutting a
+// suffix that conflicts from the log's first entry on (the leader's entry
+// 41 is not ours): all of it goes, and the leader's entries follow the base.
+func TestConflictFromTheFirstEntryAfterAnInstallDeletesIt(t *testing.T) {
+	s := open(t, t.TempDir(), 1<<20)
+	mustStore(t, s, batch(1, 30, 2))
+	mustStore(t, s, batch(31, 20, 3))
+	s.NoteInstall(40, 4)
+	mustDelete(t, s, 1, 50)
+	expectBase(t, s, 41, 50, term(3))
+
+	mustDelete(t, s, 41, 50) // no install noted since
+	if l, _ := s.LastIndex(); l != 0 {
+		t.Fatalf("last index %d after the conflicting suffix was cut", l)
+	}
+	mustStore(t, s, batch(41, 5, 4))
+	expectBase(t, s, 41, 45, term(4))
+	var l raft.Log
+	if err := s.GetLog(40, &l); err != nil || l.Term != 4 {
+		t.Fatalf("entry 40: %+v, %v", l, err)
+	}
+	s.Close()
+}
+
+// A compaction of the head by the node's own snapshot may run between an
+// install and Raft's clean-up after it: the note survives it. An append
+// ends it.
+func TestInstallNoteOutlivesACompactionOnly(t *testing.T) {
+	s := open(t, t.TempDir(), 1<<20)
+	mustStore(t, s, batch(1, 50, 2))
+	s.NoteInstall(40, 2)
+	mustDelete(t, s, 1, 10) // the node's own snapshot's compaction
+	mustDelete(t, s, 11, 50)
+	expectBase(t, s, 41, 50, term(2))
+
+	s.NoteInstall(45, 2)
+	mustStore(t, s, batch(51, 1, 2))
+	mustDelete(t, s, 41, 51) // not the clean-up of that install any more
+	if l, _ := s.LastIndex(); l != 0 {
+		t.Fatalf("last index %d: the append should have ended the install's note", l)
+	}
+	s.Close()
+}
+
+// A snapshot that ends before the log starts (this node compacted further
+// than what the leader sent) leaves the log as it was: emptied, Raft would
+// go on counting on its entries.
+func TestInstallOfAnOlderSnapshotKeepsTheLog(t *testing.T) {
+	s := open(t, t.TempDir(), 1<<20)
+	mustStore(t, s, batch(1, 50, 2))
+	mustDelete(t, s, 1, 30) // own compaction: the log holds 31..50
+	s.NoteInstall(20, 2)
+	mustDelete(t, s, 31, 50)
+	expect(t, s, 31, 50, term(2))
+	s.Close()
+}
+
 // A snapshot that covers the whole log, or no snapshot noted, leaves a
 // DeleteRange of everything what it was: an empty log that may start
 // anywhere.
 func TestDeleteAllWithoutASnapshotInsideTheLog(t *testing.T) {
 	for name, note := range map[string]func(*Store){
-		"snapshot past the log": func(s *Store) { s.NoteSnapshot(60, 5) },
-		"snapshot at its end":   func(s *Store) { s.NoteSnapshot(20, 2) },
+		"snapshot past the log": func(s *Store) { s.NoteInstall(60, 5) },
+		"snapshot at its end":   func(s *Store) { s.NoteInstall(20, 2) },
 		"no snapshot":           func(*Store) {},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -54,13 +54,13 @@ type Store struct {
 	// wmu serialises changes (StoreLogs, DeleteRange, Close). Appends
 	// write and sync the file holding only wmu, so that GetLog, which
 	// takes mu, reads on meanwhile.
-	wmu    sync.Mutex
-	buf    []byte         // encoding buffer of StoreLogs, reused
-	direct []directBodyAt // StoreLogs' entries written from their own bodies, reused
-	failed error          // a write or sync failed: the file's state is unknown, refuse further changes
-	meta   meta           // durable first index and last tail cut
-	snap   base           // the last snapshot noted (NoteSnapshot)
-	base   base           // the snapshot the log starts after, when kept past one (see base.go)
+	wmu     sync.Mutex
+	buf     []byte         // encoding buffer of StoreLogs, reused
+	direct  []directBodyAt // StoreLogs' entries written from their own bodies, reused
+	failed  error          // a write or sync failed: the file's state is unknown, refuse further changes
+	meta    meta           // durable first index and last tail cut
+	install base           // a snapshot installed, until the next change of the log (NoteInstall)
+	base    base           // the snapshot the log starts after, when kept past one (see base.go)
 
 	// mu guards the fields below. Entries are visible to readers once
 	// they are in segs' offsets, after they were written (and synced).
@@ -314,6 +314,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	s.mu.RLock()
 	prevLast := s.last
 	s.mu.RUnlock()
+	s.install = base{}
 	if prevLast != 0 && first != prevLast+1 {
 		return fmt.Errorf("raft log: appending entry %d after entry %d", first, prevLast)
 	}
@@ -495,14 +496,21 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	// Readers wait while files are removed or truncated under them.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	install := s.install
+	if !(min <= s.first && max < s.last) {
+		s.install = base{} // a compaction of the head may run beside an install
+	}
 	if s.last == 0 || min > max || max < s.first || min > s.last {
 		return nil
 	}
 	var err error
 	switch {
 	case min <= s.first && max >= s.last:
-		var kept bool
-		if kept, err = s.keepPastSnapshot(min); !kept {
+		kept := false
+		if install.index != 0 {
+			kept, err = s.keepPastSnapshot(install)
+		}
+		if !kept {
 			err = s.deleteAll(max)
 		}
 	case min <= s.first:
