@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench bench-short failover-bench chaos chaos-short lint deps clean
+.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench bench-short failover-bench chaos chaos-short chaos-raft lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -105,6 +105,17 @@ chaos: build
 chaos-short: build
 	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -clients '$(CHAOS_CLIENTS)'
 	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5 -clients '$(CHAOS_CLIENTS)'
+
+# The Raft layer's own campaign (docs/chaos.md, "In one process"): three
+# in-process nodes that snapshot and compact all the time take NEMESIS_STEPS
+# crashes, cuts, freezes and leader pauses from NEMESIS_SEED (0: a new one,
+# printed) under idempotent writers; every node must end with the same bytes
+# and every acknowledged batch once, at its offset. make test runs 24 faults
+# of it with the cluster package.
+NEMESIS_STEPS ?= 1000
+NEMESIS_SEED  ?= 0
+chaos-raft:
+	$(GO) test -count=1 -timeout 150m -run 'TestRandomFaultsKeepReplicasIdentical$$' ./cluster/ -v -nemesis-steps $(NEMESIS_STEPS) -nemesis-seed $(NEMESIS_SEED)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -10,6 +10,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"runtime"
 	"sort"
@@ -165,6 +166,9 @@ type cutStream struct {
 	// stallAt, when set, stalls the node (as setStalled) once one of its
 	// connections to that peer has carried that many bytes.
 	stallAt atomic.Pointer[stallTrigger]
+	// thaw, while the node is frozen, holds every read and write on its
+	// connections until it is closed (see setFrozen); nil: not frozen.
+	thaw atomic.Pointer[chan struct{}]
 	// connClosed is told when an accepted connection ends, as the TCP
 	// transport's watched connections tell the node.
 	connClosed func()
@@ -182,7 +186,13 @@ type stallTrigger struct {
 	after int64
 }
 
+func (c *trackedConn) Read(p []byte) (int, error) {
+	c.s.waitThawed()
+	return c.Conn.Read(p)
+}
+
 func (c *trackedConn) Write(p []byte) (int, error) {
+	c.s.waitThawed()
 	if trig := c.s.stallAt.Load(); trig != nil && c.RemoteAddr().String() == trig.peer &&
 		c.written.Add(int64(len(p))) > trig.after {
 		c.s.stalled.Store(true)
@@ -251,6 +261,9 @@ func (s *cutStream) Addr() net.Addr {
 
 // setCut cuts the node off (closing its connections) or restores it.
 func (s *cutStream) setCut(cut bool) {
+	if cut {
+		s.setFrozen(false) // what waits to read or write meets the closed connection
+	}
 	s.mu.Lock()
 	s.cut = cut
 	var open []net.Conn
@@ -269,6 +282,27 @@ func (s *cutStream) setCut(cut bool) {
 // setStalled makes what the node sends vanish (or flow again) without
 // closing a connection: its peers hear nothing and see no connection end.
 func (s *cutStream) setStalled(stalled bool) { s.stalled.Store(stalled) }
+
+// setFrozen holds (or lets go) every read and write on the node's Raft
+// connections, as a paused process would: its peers hear nothing and see
+// no connection end, and on thaw what was queued flows, in order. Unlike a
+// paused process, the node's own timers go on running.
+func (s *cutStream) setFrozen(frozen bool) {
+	if frozen {
+		ch := make(chan struct{})
+		s.thaw.CompareAndSwap(nil, &ch)
+		return
+	}
+	if ch := s.thaw.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+func (s *cutStream) waitThawed() {
+	if ch := s.thaw.Load(); ch != nil {
+		<-*ch
+	}
+}
 
 // closeAll closes the connections, as the end of a process would.
 func (s *cutStream) closeAll() {
@@ -339,6 +373,9 @@ type testNode struct {
 	join       []string
 	expect     int
 	tune       func(*Config)
+	// fsmSegmentBytes is the partition segment size (0: 16 KiB, so that
+	// small tests roll segments).
+	fsmSegmentBytes int64
 
 	logs []*logSink // one per run; the last is the current one
 	f    *fsm.FSM
@@ -357,7 +394,11 @@ func (tn *testNode) start(t *testing.T) {
 	sink := &logSink{}
 	tn.logs = append(tn.logs, sink)
 	logger := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", tn.id)
-	f, err := fsm.Open(fsm.Options{Dir: tn.dir, SegmentBytes: 16 << 10, Logger: logger})
+	segment := tn.fsmSegmentBytes
+	if segment == 0 {
+		segment = 16 << 10
+	}
+	f, err := fsm.Open(fsm.Options{Dir: tn.dir, SegmentBytes: segment, Logger: logger})
 	if err != nil {
 		t.Fatalf("node %d: open fsm: %v", tn.id, err)
 	}
@@ -524,7 +565,7 @@ func (c *testCluster) dumpLogs() {
 	for _, tn := range c.nodes {
 		for run, s := range tn.logs {
 			out := s.String()
-			if len(out) > 12000 {
+			if len(out) > 12000 && os.Getenv("KGATE_TEST_FULL_LOGS") == "" {
 				out = "…" + out[len(out)-12000:]
 			}
 			c.t.Logf("---- node %d, run %d ----\n%s", tn.id, run+1, out)
