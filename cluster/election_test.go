@@ -29,15 +29,8 @@ func TestLeaderCrashesUnderLoad(t *testing.T) {
 	// A writer keeps proposals in flight, so that at a crash one follower
 	// may hold entries the other lacks.
 	var acked atomic.Int64
-	var live atomic.Pointer[[]*Node] // the running nodes, as the writer may see them
-	setLive := func() {
-		var ns []*Node
-		for _, tn := range c.running() {
-			ns = append(ns, tn.n)
-		}
-		live.Store(&ns)
-	}
-	setLive()
+	var live liveNodes // the running nodes, as the writer may see them
+	live.update(c)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -47,7 +40,7 @@ func TestLeaderCrashesUnderLoad(t *testing.T) {
 		payload := make([]byte, 8<<10)
 		for ctx.Err() == nil {
 			var leader *Node
-			for _, n := range *live.Load() {
+			for _, n := range live.nodes() {
 				if n.IsLeader() {
 					leader = n
 				}
@@ -86,7 +79,7 @@ func TestLeaderCrashesUnderLoad(t *testing.T) {
 		ackedBefore := acked.Load()
 		at := time.Now()
 		old.crash(t)
-		setLive()
+		live.update(c)
 		rest := c.running()
 		var next *testNode
 		for next == nil {
@@ -107,7 +100,7 @@ func TestLeaderCrashesUnderLoad(t *testing.T) {
 		}
 		t.Logf("round %d: node %d crashed, node %d leads after %v", round, old.id, next.id, took[len(took)-1].Round(time.Millisecond))
 		old.start(t)
-		setLive()
+		live.update(c)
 		eventually(t, 20*time.Second, fmt.Sprintf("node %d back in contact", old.id), func() error {
 			if old.n.RaftLeader() || !old.n.inContact() {
 				return fmt.Errorf("node %d not a follower in contact", old.id)

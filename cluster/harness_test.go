@@ -613,6 +613,32 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() err
 	}
 }
 
+// liveNodes is the running nodes as goroutines beside the test see them;
+// the test updates it around each stop and start.
+type liveNodes struct{ p atomic.Pointer[[]*Node] }
+
+// update stores c's running nodes.
+func (l *liveNodes) update(c *testCluster) {
+	var ns []*Node
+	for _, tn := range c.running() {
+		ns = append(ns, tn.n)
+	}
+	l.p.Store(&ns)
+}
+
+// drop stores the nodes but tn's, before tn stops.
+func (l *liveNodes) drop(tn *testNode) {
+	var kept []*Node
+	for _, n := range l.nodes() {
+		if n != tn.n {
+			kept = append(kept, n)
+		}
+	}
+	l.p.Store(&kept)
+}
+
+func (l *liveNodes) nodes() []*Node { return *l.p.Load() }
+
 // servingLeaders lists the nodes among nodes that serve as leader.
 func servingLeaders(nodes []*testNode) []*testNode {
 	var out []*testNode

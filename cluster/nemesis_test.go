@@ -94,15 +94,8 @@ func TestRandomFaultsKeepReplicasIdentical(t *testing.T) {
 
 	// The writers see the running nodes through live; the nemesis swaps it
 	// before it stops a node and after it starts one.
-	var live atomic.Pointer[[]*Node]
-	setLive := func() {
-		var ns []*Node
-		for _, tn := range c.running() {
-			ns = append(ns, tn.n)
-		}
-		live.Store(&ns)
-	}
-	setLive()
+	var live liveNodes
+	live.update(c)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	writers := make([]*nemesisWriter, partitions)
@@ -140,19 +133,12 @@ func TestRandomFaultsKeepReplicasIdentical(t *testing.T) {
 		time.Sleep(min + time.Duration(rng.Int63n(int64(max-min))))
 	}
 	crash := func(tn *testNode) {
-		ns := *live.Load()
-		kept := make([]*Node, 0, len(ns))
-		for _, n := range ns {
-			if n != tn.n {
-				kept = append(kept, n)
-			}
-		}
-		live.Store(&kept)
+		live.drop(tn)
 		tn.crash(t)
 	}
 	restart := func(tn *testNode) {
 		tn.start(t)
-		setLive()
+		live.update(c)
 	}
 	snapshot := func(tn *testNode) {
 		if err := tn.n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
@@ -336,7 +322,7 @@ func nemesisPayload(partition int32, seq int32, size int) []byte {
 	return bytes.Repeat(word, size/len(word)+1)[:size]
 }
 
-func (w *nemesisWriter) run(ctx context.Context, live *atomic.Pointer[[]*Node]) {
+func (w *nemesisWriter) run(ctx context.Context, live *liveNodes) {
 	now := int64(1_700_000_000_000)
 	for seq := int32(0); ctx.Err() == nil; seq += 2 {
 		now++
@@ -354,7 +340,7 @@ func (w *nemesisWriter) run(ctx context.Context, live *atomic.Pointer[[]*Node]) 
 			// Any node that takes itself for the leader, a deposed one
 			// included: that is how logs grow tails that never commit.
 			var leaders []*Node
-			for _, n := range *live.Load() {
+			for _, n := range live.nodes() {
 				if n.RaftLeader() {
 					leaders = append(leaders, n)
 				}
