@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,7 +212,12 @@ type clGroupWatch struct {
 	armed    bool
 	disarmed bool
 	consumed map[int]int // value index -> times consumed
-	misplace []string    // records found in another partition than produced to
+	// readAt lists, for a value consumed more than once, every offset it
+	// was read at: the same offset twice is a member reading again, two
+	// offsets a duplicate in the log.
+	readAt   map[int][]int64
+	firstAt  map[int]int64 // value index -> offset it was first read at
+	misplace []string      // records found in another partition than produced to
 	// noDuplicates makes report fail for a record consumed twice.
 	noDuplicates bool
 	// clientMayEnd is how many group sessions the members may end on
@@ -232,7 +238,8 @@ type clMemberWatch struct {
 }
 
 func newClGroupWatch() *clGroupWatch {
-	return &clGroupWatch{consumed: map[int]int{}, members: map[string]*clMemberWatch{}}
+	return &clGroupWatch{consumed: map[int]int{}, readAt: map[int][]int64{}, firstAt: map[int]int64{},
+		members: map[string]*clMemberWatch{}}
 }
 
 func (w *clGroupWatch) member(name string) *clMemberWatch {
@@ -275,7 +282,7 @@ func (w *clGroupWatch) rebalance(name, kind string, parts []int32) {
 	}
 }
 
-func (w *clGroupWatch) record(name string, partition int32, value string) {
+func (w *clGroupWatch) record(name string, partition int32, offset int64, value string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.member(name).records++
@@ -288,6 +295,14 @@ func (w *clGroupWatch) record(name string, partition int32, value string) {
 		w.misplace = append(w.misplace, fmt.Sprintf("%s in partition %d", value, partition))
 	}
 	w.consumed[i]++
+	if w.consumed[i] == 1 {
+		w.firstAt[i] = offset
+		return
+	}
+	if w.consumed[i] == 2 {
+		w.readAt[i] = append(w.readAt[i], w.firstAt[i])
+	}
+	w.readAt[i] = append(w.readAt[i], offset)
 }
 
 func (w *clGroupWatch) clientError(name, desc string, retriable bool) {
@@ -363,6 +378,30 @@ func (w *clGroupWatch) recordsOf(name string) int {
 	return w.member(name).records
 }
 
+// duplicatesLocked tells the records consumed more than once apart: read
+// again at the same offset (a member's position went back), or at two
+// offsets (the log holds the record twice), with a few of each.
+func (w *clGroupWatch) duplicatesLocked() string {
+	var again, twice []string
+	idx := make([]int, 0, len(w.readAt))
+	for i := range w.readAt {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		offs := w.readAt[i]
+		desc := fmt.Sprintf("%s at %v", clusterValue(i), offs)
+		if slices.Min(offs) == slices.Max(offs) {
+			again = append(again, desc)
+		} else {
+			twice = append(twice, desc)
+		}
+	}
+	few := func(l []string) []string { return l[:min(len(l), 5)] }
+	return fmt.Sprintf("%d read again at the same offset, e.g. %v; %d at more than one offset, e.g. %v",
+		len(again), few(again), len(twice), few(twice))
+}
+
 // missing returns the acknowledged indexes not consumed yet.
 func (w *clGroupWatch) missing(acked []int) []int {
 	w.mu.Lock()
@@ -402,7 +441,7 @@ func (w *clGroupWatch) report(t *testing.T) {
 		t.Logf("group session ended by the client (rejoined under its member id): %s", e)
 	}
 	if w.noDuplicates && dups > 0 && !rebalanced {
-		t.Errorf("%d records consumed more than once, with no rebalance", dups)
+		t.Errorf("%d records consumed more than once, with no rebalance (%s)", dups, w.duplicatesLocked())
 	}
 	for _, n := range names {
 		m := w.members[n]
@@ -585,7 +624,7 @@ func startClKgoMember(t *testing.T, c *kgateCluster, topic, group, name string, 
 				}
 				w.clientError(name, fmt.Sprintf("fetch %s/%d: %v", topic, p, err), clusterRetriable(err))
 			})
-			fs.EachRecord(func(r *kgo.Record) { w.record(name, r.Partition, string(r.Value)) })
+			fs.EachRecord(func(r *kgo.Record) { w.record(name, r.Partition, r.Offset, string(r.Value)) })
 		}
 	}()
 	return m
@@ -751,7 +790,7 @@ func (m *clProgramMember) handle(line []byte) {
 		}
 	case e.Event == "records":
 		for _, r := range e.Records {
-			m.w.record(m.id, r.P, r.V)
+			m.w.record(m.id, r.P, r.O, r.V)
 		}
 	case e.Event == "error":
 		desc := fmt.Sprintf("%s: %s (code %d)", e.Where, e.Name, e.Code)
