@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -106,7 +107,13 @@ func runClusterLeaderKills(t *testing.T, kind clMemberKind) {
 		c.node(old).start()
 		c.waitFormed(c.ids()...)
 	}
-	_, adm = clDrain(t, c, prod, w, group, topic)
+	ackedIdx, adm := clDrain(t, c, prod, w, group, topic)
+	// What the members read says little of the log itself: a record held
+	// twice, or nodes that disagree, show here.
+	step(t, "every acknowledged record, exactly once and in order", verifyTimeout,
+		func(ctx context.Context) error { return clReadAll(ctx, c, topic, len(ackedIdx)) })
+	step(t, "every node holds the same bytes of every partition", 30*time.Second,
+		func(ctx context.Context) error { return clSameLogDirs(ctx, adm, topic) })
 
 	after := clDescribeGroupWithin(t, c, adm, group, topic, 30*time.Second)
 	t.Logf("group after %d leader kills: %s", leaderKills, after)
