@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -383,12 +384,7 @@ func (w *clGroupWatch) recordsOf(name string) int {
 // offsets (the log holds the record twice), with a few of each.
 func (w *clGroupWatch) duplicatesLocked() string {
 	var again, twice []string
-	idx := make([]int, 0, len(w.readAt))
-	for i := range w.readAt {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	for _, i := range idx {
+	for _, i := range slices.Sorted(maps.Keys(w.readAt)) {
 		offs := w.readAt[i]
 		desc := fmt.Sprintf("%s at %v", clusterValue(i), offs)
 		if slices.Min(offs) == slices.Max(offs) {
