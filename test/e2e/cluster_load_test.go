@@ -212,13 +212,11 @@ type clGroupWatch struct {
 	mu       sync.Mutex
 	armed    bool
 	disarmed bool
-	consumed map[int]int // value index -> times consumed
-	// readAt lists, for a value consumed more than once, every offset it
-	// was read at: the same offset twice is a member reading again, two
-	// offsets a duplicate in the log.
-	readAt   map[int][]int64
-	firstAt  map[int]int64 // value index -> offset it was first read at
-	misplace []string      // records found in another partition than produced to
+	// consumed lists, for each value index, the offsets it was read at:
+	// the same offset twice is a member reading again, two offsets a
+	// duplicate in the log.
+	consumed map[int][]int64
+	misplace []string // records found in another partition than produced to
 	// noDuplicates makes report fail for a record consumed twice.
 	noDuplicates bool
 	// clientMayEnd is how many group sessions the members may end on
@@ -239,8 +237,7 @@ type clMemberWatch struct {
 }
 
 func newClGroupWatch() *clGroupWatch {
-	return &clGroupWatch{consumed: map[int]int{}, readAt: map[int][]int64{}, firstAt: map[int]int64{},
-		members: map[string]*clMemberWatch{}}
+	return &clGroupWatch{consumed: map[int][]int64{}, members: map[string]*clMemberWatch{}}
 }
 
 func (w *clGroupWatch) member(name string) *clMemberWatch {
@@ -295,15 +292,7 @@ func (w *clGroupWatch) record(name string, partition int32, offset int64, value 
 	if int32(i%clusterPartitions) != partition {
 		w.misplace = append(w.misplace, fmt.Sprintf("%s in partition %d", value, partition))
 	}
-	w.consumed[i]++
-	if w.consumed[i] == 1 {
-		w.firstAt[i] = offset
-		return
-	}
-	if w.consumed[i] == 2 {
-		w.readAt[i] = append(w.readAt[i], w.firstAt[i])
-	}
-	w.readAt[i] = append(w.readAt[i], offset)
+	w.consumed[i] = append(w.consumed[i], offset)
 }
 
 func (w *clGroupWatch) clientError(name, desc string, retriable bool) {
@@ -384,8 +373,11 @@ func (w *clGroupWatch) recordsOf(name string) int {
 // offsets (the log holds the record twice), with a few of each.
 func (w *clGroupWatch) duplicatesLocked() string {
 	var again, twice []string
-	for _, i := range slices.Sorted(maps.Keys(w.readAt)) {
-		offs := w.readAt[i]
+	for _, i := range slices.Sorted(maps.Keys(w.consumed)) {
+		offs := w.consumed[i]
+		if len(offs) < 2 {
+			continue
+		}
 		desc := fmt.Sprintf("%s at %v", clusterValue(i), offs)
 		if slices.Min(offs) == slices.Max(offs) {
 			again = append(again, desc)
@@ -404,7 +396,7 @@ func (w *clGroupWatch) missing(acked []int) []int {
 	defer w.mu.Unlock()
 	var out []int
 	for _, i := range acked {
-		if w.consumed[i] == 0 {
+		if len(w.consumed[i]) == 0 {
 			out = append(out, i)
 		}
 	}
@@ -424,8 +416,8 @@ func (w *clGroupWatch) report(t *testing.T) {
 	}
 	sort.Strings(names)
 	dups := 0
-	for _, n := range w.consumed {
-		if n > 1 {
+	for _, offs := range w.consumed {
+		if len(offs) > 1 {
 			dups++
 		}
 	}
