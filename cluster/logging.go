@@ -10,8 +10,11 @@ import (
 
 // hclogFor gives hashicorp/raft a logger that writes through log, so a
 // node's log has one format (text or JSON) and one destination. Raft's
-// info lines (state changes kgate logs itself, per-peer pipeline notes) go
-// at debug; its warnings and errors keep their level.
+// elections, installed snapshots and configuration changes are logged at
+// info, as Raft logs them: after a fault they are what tells who led which
+// term with which log. Its routine info lines (its own snapshots and
+// compactions, per-peer pipelines) go at debug; warnings and errors keep
+// their level.
 func hclogFor(log *slog.Logger, name string) hclog.Logger {
 	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Off, Output: io.Discard})
 	l.RegisterSink(slogSink{log: log})
@@ -27,6 +30,8 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 		lvl = slog.LevelError
 	case level == hclog.Warn:
 		lvl = slog.LevelWarn
+	case level == hclog.Info && !routine[msg]:
+		lvl = slog.LevelInfo
 	default:
 		lvl = slog.LevelDebug
 	}
@@ -48,4 +53,12 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 		attrs = append(attrs, key, v)
 	}
 	s.log.Log(ctx, lvl, msg, attrs...)
+}
+
+// routine are Raft's info lines that come with every snapshot or
+// replication stream: at debug.
+var routine = map[string]bool{
+	"starting snapshot up to": true, "snapshot complete up to": true, "creating new snapshot": true,
+	"compacting logs": true, "no logs to truncate": true, "reaping snapshot": true,
+	"pipelining replication": true, "aborting pipeline replication": true,
 }

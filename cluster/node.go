@@ -248,6 +248,8 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	n.trans = trans
 	trans.snapshotIdle.Store(int64(snapshotIdleFor(n.heartbeatTimeout())))
+	var disk raft.LogStore = n.disk
+	trans.logs.Store(&disk)
 	logs, err := raft.NewLogCache(512, n.disk)
 	if err != nil {
 		return nil, err

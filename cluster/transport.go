@@ -40,6 +40,11 @@ type raftTransport struct {
 	// the connection lives. Atomic: the node sets it once the transport
 	// is already accepting.
 	snapshotIdle atomic.Int64
+	// logs is the node's Raft log, for boundCommit's record; set once it
+	// is open.
+	logs    atomic.Pointer[raft.LogStore]
+	boundMu sync.Mutex
+	bounded bounded
 
 	shutdown chan struct{}
 	once     sync.Once
@@ -211,6 +216,86 @@ func (t *raftTransport) handleConn(conn net.Conn) {
 	}
 }
 
+// boundCommit keeps a follower from committing entries an append has not
+// shown to be the leader's. hashicorp/raft moves a follower's commit index
+// to the leader's, capped by the end of the follower's whole log, where
+// Raft's paper caps it by the last entry of the append: the entries the
+// leader just matched. Past them, a deposed leader's log may still hold
+// entries of its own term that the new leader replaced, and the follower
+// would apply those to its state machine — its partitions then hold other
+// records than the cluster acknowledged, and it hands out their offsets
+// again once it leads. The append is answered as before; the commit index
+// catches up with the next append, which carries the entries after these.
+//
+// Whether it mattered shows later: the last entry the commit would have
+// reached is remembered with its term, and when an append names that index
+// with another term, the entries were a replaced log's (checkBounded).
+func (t *raftTransport) boundCommit(req *raft.AppendEntriesRequest) {
+	matched := req.PrevLogEntry + uint64(len(req.Entries))
+	if req.LeaderCommitIndex <= matched {
+		return
+	}
+	if p := t.logs.Load(); p != nil {
+		t.noteBounded(*p, req, matched)
+	}
+	req.LeaderCommitIndex = matched
+}
+
+// noteBounded records the entry Raft's own rule would have committed up to,
+// when that is past the append: this node's log runs past it, and the
+// append's last entry is this node's too (else Raft cuts the log there,
+// and its rule is safe).
+func (t *raftTransport) noteBounded(logs raft.LogStore, req *raft.AppendEntriesRequest, matched uint64) {
+	last, err := logs.LastIndex()
+	if err != nil || last <= matched {
+		return
+	}
+	matchedTerm := req.PrevLogTerm
+	if n := len(req.Entries); n > 0 {
+		matchedTerm = req.Entries[n-1].Term
+	}
+	var here, reach raft.Log
+	if matched > 0 && (logs.GetLog(matched, &here) != nil || here.Term != matchedTerm) {
+		return
+	}
+	at := min(req.LeaderCommitIndex, last)
+	if logs.GetLog(at, &reach) != nil {
+		return
+	}
+	t.boundMu.Lock()
+	t.bounded = bounded{index: at, term: reach.Term, matched: matched}
+	t.boundMu.Unlock()
+}
+
+// bounded is the entry a bounded commit would have reached (boundCommit).
+type bounded struct{ index, term, matched uint64 }
+
+// checkBounded compares the entry a bounded commit would have reached with
+// the leader's entry at that index, once an append shows it: by Raft's log
+// matching, equal terms mean every entry up to it was the leader's.
+func (t *raftTransport) checkBounded(req *raft.AppendEntriesRequest) {
+	t.boundMu.Lock()
+	defer t.boundMu.Unlock()
+	b := t.bounded
+	if b.index == 0 {
+		return
+	}
+	var leaderTerm uint64
+	switch {
+	case req.PrevLogEntry == b.index:
+		leaderTerm = req.PrevLogTerm
+	case len(req.Entries) > 0 && req.Entries[0].Index <= b.index && b.index <= req.Entries[len(req.Entries)-1].Index:
+		leaderTerm = req.Entries[b.index-req.Entries[0].Index].Term
+	default:
+		return
+	}
+	t.bounded = bounded{}
+	if leaderTerm != b.term {
+		t.log.Warn("the commit index of an append reached entries the leader had replaced; Raft would have applied them (they were not)",
+			"matched", b.matched, "replaced_up_to", b.index, "term_here", b.term, "leader_term", leaderTerm)
+	}
+}
+
 // handleCommand reads one RPC, hands it to Raft and writes the answer, as
 // NetworkTransport.handleCommand does (without its metrics), except that a
 // snapshot's bytes are read with a deadline (idleReader).
@@ -236,6 +321,8 @@ func (t *raftTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec
 		}
 		heartbeat = req.Term != 0 && leaderAddr != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
 			len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+		t.checkBounded(&req)
+		t.boundCommit(&req)
 	case rpcRequestVote:
 		var req raft.RequestVoteRequest
 		if err := dec.Decode(&req); err != nil {

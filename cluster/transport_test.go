@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,5 +288,94 @@ func TestSnapshotFromAStalledSenderEndsAfterTheIdleLimit(t *testing.T) {
 	}
 	if r := <-got; r.err != nil || r.n != int64(len(data)) {
 		t.Fatalf("slow snapshot: read %d of %d bytes, error %v", r.n, len(data), r.err)
+	}
+}
+
+// syncBuffer is a log destination tests read while transports write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A follower commits only entries an append has shown to be the leader's
+// (Raft's paper: up to the append's last entry). Its log here runs past
+// them, with the tail of a deposed leader of term 2; hashicorp/raft, given
+// the leader's commit index as it came, would commit and apply that tail.
+// The append reaches Raft with its commit index bounded, and once the
+// leader's entries at those indexes arrive, a replaced tail is reported.
+func TestAppendCommitsOnlyWhatItMatched(t *testing.T) {
+	for _, replaced := range []bool{true, false} {
+		logs := raft.NewInmemStore()
+		for i := uint64(1); i <= 10; i++ {
+			term := uint64(1)
+			if i > 5 {
+				term = 2
+			}
+			if err := logs.StoreLog(&raft.Log{Index: i, Term: term, Type: raft.LogCommand}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out syncBuffer
+		recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Warn}), nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var store raft.LogStore = logs
+		recv.logs.Store(&store)
+		send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commits := make(chan uint64, 2)
+		stop := make(chan struct{})
+		served := serve(t, recv, stop, func(rpc raft.RPC) {
+			a := rpc.Command.(*raft.AppendEntriesRequest)
+			commits <- a.LeaderCommitIndex
+			rpc.Respond(&raft.AppendEntriesResponse{Term: a.Term, Success: true}, nil)
+		})
+		leaderTerm := uint64(2)
+		if replaced {
+			leaderTerm = 3
+		}
+		header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("leader"), Addr: []byte(send.LocalAddr())}
+		appendEntries := func(prev, prevTerm uint64, entries []*raft.Log, commit uint64) uint64 {
+			req := &raft.AppendEntriesRequest{RPCHeader: header, Term: 3, PrevLogEntry: prev, PrevLogTerm: prevTerm,
+				Entries: entries, LeaderCommitIndex: commit}
+			if err := send.AppendEntries("f", recv.LocalAddr(), req, &raft.AppendEntriesResponse{}); err != nil {
+				t.Fatal(err)
+			}
+			return <-commits
+		}
+		// Entries 4 and 5 match this log; the leader has committed up to 9.
+		if c := appendEntries(3, 1, []*raft.Log{{Index: 4, Term: 1}, {Index: 5, Term: 1}}, 9); c != 5 {
+			t.Fatalf("replaced=%v: commit index %d reached Raft, want 5 (the append's last entry)", replaced, c)
+		}
+		var next []*raft.Log
+		for i := uint64(6); i <= 9; i++ {
+			next = append(next, &raft.Log{Index: i, Term: leaderTerm})
+		}
+		if c := appendEntries(5, 1, next, 9); c != 9 {
+			t.Fatalf("replaced=%v: commit index %d with the entries up to 9, want 9", replaced, c)
+		}
+		warned := strings.Contains(out.String(), "reached entries the leader had replaced")
+		if warned != replaced {
+			t.Errorf("replaced=%v: warning logged %v; log:\n%s", replaced, warned, out.String())
+		}
+		close(stop)
+		<-served
+		send.Close()
+		recv.Close()
 	}
 }

@@ -614,6 +614,7 @@ func (f *FSM) Restore(r io.Reader) error {
 	if err != nil {
 		return f.halt(index, "restore snapshot", fmt.Errorf("fsm: restore: %w", err))
 	}
+	f.log.Info("state replaced by a snapshot", "snapshot_index", index)
 	return nil
 }
 
