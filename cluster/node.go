@@ -75,7 +75,10 @@ type Config struct {
 	SnapshotEvery    uint64 // entries between snapshots
 	TrailingLogs     uint64
 	LogSegmentBytes  int64 // Raft log segment file size (0: raftlog's default)
-	Logger           *slog.Logger
+	// DigestEvery, when set, has the node log a checksum of the commands
+	// it applied in each window of that many Raft indexes (applyDigest).
+	DigestEvery uint64
+	Logger      *slog.Logger
 	// OnHalt runs once if the FSM meets an entry it cannot apply or a write
 	// to the Raft store fails (after the node stopped serving); kgate serve
 	// exits non-zero. Tests observe it.
@@ -309,7 +312,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed, snaps: snaps, log: n.log}, logs, n.disk, n.snaps, pipelineSafe{trans})
+	rf := &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed, snaps: snaps, log: n.log,
+		digest: &applyDigest{every: cfg.DigestEvery, log: n.log}}
+	r, err := raft.NewRaft(rc, rf, logs, n.disk, n.snaps, pipelineSafe{trans})
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -1040,14 +1045,16 @@ type raftFSM struct {
 	storageFailed func(*StorageError)
 	// snaps, when set, keeps snapshots by reference to hard links of the
 	// segment files (snapstore.go); without it they are written in full.
-	snaps *refSnapshotStore
-	log   *slog.Logger
+	snaps  *refSnapshotStore
+	log    *slog.Logger
+	digest *applyDigest // nil: none
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	a.digest.add(l)
 	if a.logBytes != nil {
 		a.logBytes.Add(int64(len(l.Data)))
 	}
@@ -1082,6 +1089,7 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 func (a *raftFSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
+	a.digest.restart()
 	err := a.f.Restore(r)
 	if h, ok := err.(*fsm.HaltError); ok && a.halted != nil {
 		a.halted(h) // a restore that failed halfway (see fsm.Restore)

@@ -45,6 +45,7 @@ type config struct {
 	RaftHeartbeat       time.Duration
 	RaftElection        time.Duration
 	RaftSnapshotEvery   uint64
+	RaftDigestEvery     uint64
 	RaftTrailingLogs    uint64
 	RaftSegmentBytes    int64
 	LogLevel            string
@@ -114,6 +115,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.RaftHeartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout: a follower that hears nothing from the leader this long starts an election")
 	fs.DurationVar(&c.RaftElection, "raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.Uint64Var(&c.RaftSnapshotEvery, "raft-snapshot-threshold", 16384, "Raft entries between snapshots (a snapshot is also taken once the log has grown by 256 MiB)")
+	fs.Uint64Var(&c.RaftDigestEvery, "raft-digest-every", 0, "log a checksum of the commands applied in each window of this many Raft indexes, to compare replicas after faults (0: off)")
 	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 1024, "Raft entries kept after a snapshot (entries carry record batches of up to megabytes)")
 	fs.Int64Var(&c.RaftSegmentBytes, "raft-log-segment-bytes", 64<<20, "size after which the Raft log starts a new segment file; compaction after a snapshot deletes whole segments")
 	fs.BoolVar(&c.Fsync, "fsync", true, "fsync the Raft log before acknowledging; false trusts the page cache as Kafka does (survives kill -9, not power loss)")

@@ -98,6 +98,7 @@ func TestConfigDefaults(t *testing.T) {
 		"RaftHeartbeat":       500 * time.Millisecond,
 		"RaftElection":        500 * time.Millisecond,
 		"RaftSnapshotEvery":   uint64(16384),
+		"RaftDigestEvery":     uint64(0),
 		"RaftTrailingLogs":    uint64(1024),
 		"RaftSegmentBytes":    int64(64 << 20),
 		"LogLevel":            "info",

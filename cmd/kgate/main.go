@@ -133,6 +133,7 @@ func serve(ctx context.Context, cfg *config) error {
 		HeartbeatTimeout:  cfg.RaftHeartbeat,
 		ElectionTimeout:   cfg.RaftElection,
 		SnapshotEvery:     cfg.RaftSnapshotEvery,
+		DigestEvery:       cfg.RaftDigestEvery,
 		TrailingLogs:      cfg.RaftTrailingLogs,
 		LogSegmentBytes:   cfg.RaftSegmentBytes,
 		Logger:            log,

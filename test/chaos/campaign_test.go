@@ -473,6 +473,9 @@ faults:
 	} else {
 		t.Logf("every node holds the same bytes of every partition: %s", sizes)
 	}
+	if part := c.digestsPart(); part != "" {
+		t.Errorf("replicas: %s", part)
+	}
 
 	anomalies := w.h.Check(finalErr == nil, drained == nil)
 	failed := 0
