@@ -326,7 +326,7 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 			if m := clientBack(c.Partition, l.Offset, c.Offset); m != "" {
 				add(ClientCommitBack, "partition %d committed %d at %s, then %d at %s: %s's commit of %d was acknowledged after its commit of %d or more", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"), m, c.Offset, l.Offset)
 			} else {
-				add(CommitBack, "partition %d committed %d at %s, then %d at %s", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"))
+				add(CommitBack, "partition %d committed %d at %s, then %d at %s (members' acknowledged commits of it until then: %s)", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"), h.ackedBefore(c.Partition, c.At, 4))
 			}
 		}
 		lastCommit[c.Partition] = c
@@ -496,4 +496,19 @@ func Summary(as []Anomaly) map[string]int {
 		m[a.Kind]++
 	}
 	return m
+}
+
+// ackedBefore lists the last n acknowledged member commits of partition p
+// before at, for a report.
+func (h *History) ackedBefore(p int32, at time.Time, n int) string {
+	var out []string
+	for _, a := range h.Acked {
+		if a.Partition == p && !a.At.After(at) {
+			out = append(out, fmt.Sprintf("%s %d at %s", a.Member, a.Offset, a.At.Format("15:04:05.000")))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out[max(0, len(out)-n):], ", ")
 }

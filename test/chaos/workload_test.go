@@ -252,7 +252,20 @@ func (w *workload) consumeGroup(i int) {
 		})
 		if len(rs) > 0 {
 			ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
-			_ = cl.CommitRecords(ctx, rs...) // a failed commit is re-read later
+			// A failed commit is re-read later. An acknowledged one goes
+			// into the history, as the other clients' do, so that the
+			// checker can tell a member's own commits answered out of
+			// order from a committed offset that kgate moved back.
+			if err := cl.CommitRecords(ctx, rs...); err == nil {
+				next := map[int32]int64{}
+				for _, r := range rs {
+					next[r.Partition] = max(next[r.Partition], r.Offset+1)
+				}
+				now := time.Now()
+				for p, o := range next {
+					w.h.AddClientCommit(ClientCommit{Member: name, Partition: p, Offset: o, At: now})
+				}
+			}
 			cancel()
 		}
 		cl.AllowRebalance()
