@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -291,24 +289,6 @@ func TestSnapshotFromAStalledSenderEndsAfterTheIdleLimit(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination tests read while transports write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A follower commits only entries an append has shown to be the leader's
 // (Raft's paper: up to the append's last entry). Its log here runs past
 // them, with the tail of a deposed leader of term 2; hashicorp/raft, given
@@ -327,7 +307,7 @@ func TestAppendCommitsOnlyWhatItMatched(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var out syncBuffer
+		var out logSink
 		recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Warn}), nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -369,7 +349,7 @@ func TestAppendCommitsOnlyWhatItMatched(t *testing.T) {
 		if c := appendEntries(5, 1, next, 9); c != 9 {
 			t.Fatalf("replaced=%v: commit index %d with the entries up to 9, want 9", replaced, c)
 		}
-		warned := strings.Contains(out.String(), "reached entries the leader had replaced")
+		warned := out.contains("reached entries the leader had replaced")
 		if warned != replaced {
 			t.Errorf("replaced=%v: warning logged %v; log:\n%s", replaced, warned, out.String())
 		}
