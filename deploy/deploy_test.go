@@ -25,9 +25,18 @@ import (
 
 var (
 	buildOnce sync.Once
+	binDir    string // removed when the tests end
 	binPath   string
 	buildErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // kgate builds the binary once for these tests.
 func kgate(t *testing.T) string {
@@ -38,6 +47,7 @@ func kgate(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "kgate")
 		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/kgate").CombinedOutput()
 		if err != nil {
