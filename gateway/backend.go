@@ -48,6 +48,15 @@ type Backend interface {
 	InitProducerID(ctx context.Context) (id int64, epoch int16, err error)
 }
 
+// TopicSyncer is a Backend whose topic list can lag changes made through
+// other nodes (the Iggy backend caches Iggy's). SyncTopics brings it up to
+// date; handlers call it before listing every topic, so that a topic
+// created through one node is listed by the next request to any node, as
+// scripts running kafka-topics.sh expect.
+type TopicSyncer interface {
+	SyncTopics(ctx context.Context) error
+}
+
 // ProduceDataReleaser is a backend that keeps nothing of a ProduceBatch's
 // Data once the function its Produce returned has returned (the Iggy
 // backend: the records are copied into its sends). Its produce requests'

@@ -15,7 +15,7 @@ const maxDescribePartitions = 2000
 // DescribeTopicPartitions (KIP-966) is Metadata's topic part, paginated:
 // topics by name from the cursor on, at most ResponsePartitionLimit
 // partitions a page, NextCursor naming the first partition left out.
-func (s *Server) handleDescribeTopicPartitions(_ context.Context, r *Request) Reply {
+func (s *Server) handleDescribeTopicPartitions(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.DescribeTopicPartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
 	if len(req.Topics) > s.cfg.MaxElements {
@@ -28,7 +28,7 @@ func (s *Server) handleDescribeTopicPartitions(_ context.Context, r *Request) Re
 	var names []string
 	a := s.access(r)
 	if len(req.Topics) == 0 {
-		for _, t := range s.backend.Topics() {
+		for _, t := range s.allTopics(ctx) {
 			if a.topic(kmsg.ACLOperationDescribe, t.Name) { // others are left out, as in Metadata
 				names = append(names, t.Name)
 			}

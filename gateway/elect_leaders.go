@@ -15,7 +15,7 @@ import (
 // ELIGIBLE_LEADERS_NOT_AVAILABLE, retriable. As in Kafka, a request for all
 // partitions (null topics) lists only the partitions that needed an
 // election (each topic is still listed, with no partitions).
-func (s *Server) handleElectLeaders(_ context.Context, r *Request) Reply {
+func (s *Server) handleElectLeaders(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	if !s.allowedCluster(r, kmsg.ACLOperationAlter) {
@@ -35,7 +35,7 @@ func (s *Server) handleElectLeaders(_ context.Context, r *Request) Reply {
 	all := req.Topics == nil
 	topics := req.Topics
 	if all {
-		for _, t := range s.backend.Topics() {
+		for _, t := range s.allTopics(ctx) {
 			et := kmsg.NewElectLeadersRequestTopic()
 			et.Topic = t.Name
 			for p := int32(0); p < t.Partitions; p++ {

@@ -74,6 +74,24 @@ func (s *Server) listPartitionLeaders(resp *kmsg.MetadataResponse) {
 	}
 }
 
+// topicSyncWait bounds how long a listing waits for the backend's topic
+// list to be refreshed.
+const topicSyncWait = time.Second
+
+// allTopics lists every topic, first bringing a backend's cached list up
+// to date (TopicSyncer). If that fails (Iggy unreachable), the cached list
+// is answered: a listing a moment old beats none.
+func (s *Server) allTopics(ctx context.Context) []TopicInfo {
+	if ts, ok := s.backend.(TopicSyncer); ok {
+		sctx, cancel := context.WithTimeout(ctx, topicSyncWait)
+		defer cancel()
+		if err := ts.SyncTopics(sctx); err != nil && ctx.Err() == nil {
+			s.log.Debug("topic list not refreshed before listing", "err", err)
+		}
+	}
+	return s.backend.Topics()
+}
+
 // node finds a node's endpoint among the brokers, then among every live node.
 func (s *Server) node(id int32) (cluster.NodeInfo, bool) {
 	for _, b := range s.cluster.Brokers() {
@@ -110,7 +128,7 @@ func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest, a ac
 
 	// v0 and a null list (v1+) both mean every topic.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
-		for _, t := range s.backend.Topics() {
+		for _, t := range s.allTopics(ctx) {
 			if a.topic(kmsg.ACLOperationDescribe, t.Name) {
 				resp.Topics = append(resp.Topics, topicMetadata(t))
 			}

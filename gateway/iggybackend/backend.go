@@ -91,10 +91,14 @@ type Backend struct {
 	life    sync.Mutex
 	closing bool
 	kick    chan struct{} // asks the refresh loop for an early refresh
-	missMu  sync.Mutex
-	misses  map[string]time.Time // names recently found missing in Iggy
-	errs    errorLog
-	now     func() time.Time
+	// syncMu serialises refreshes; syncedFrom is when the last one that
+	// ended began (SyncTopics coalesces on it).
+	syncMu     sync.Mutex
+	syncedFrom time.Time
+	missMu     sync.Mutex
+	misses     map[string]time.Time // names recently found missing in Iggy
+	errs       errorLog
+	now        func() time.Time
 	// streamSeen is set once the stream has been found or created; lost
 	// counts partitions found to have gone back (partition.wentBack).
 	streamSeen atomic.Bool
@@ -307,12 +311,33 @@ func (b *Backend) refreshLoop() {
 				return
 			}
 		}
-		{
-			if err := b.refresh(b.ctx); err != nil && b.ctx.Err() == nil {
-				b.log.Debug("iggy topic refresh failed", "err", err)
-			}
+		if err := b.SyncTopics(b.ctx); err != nil && b.ctx.Err() == nil {
+			b.log.Debug("iggy topic refresh failed", "err", err)
 		}
 	}
+}
+
+// SyncTopics re-reads the topic list from Iggy unless a refresh that began
+// after the call has ended meanwhile (concurrent callers share one).
+// A listing of every topic calls it first: the cache is otherwise up to a
+// RefreshInterval behind a topic created or deleted through another node,
+// and `kafka-topics.sh --create` on one node followed by `--describe`,
+// which the admin client may send to any node, failed with "does not
+// exist" in a CI run.
+func (b *Backend) SyncTopics(ctx context.Context) error {
+	asked := time.Now()
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
+	if b.syncedFrom.After(asked) {
+		return nil
+	}
+	began := time.Now()
+	err := b.refresh(ctx)
+	// A failed refresh counts too: while Iggy is unreachable, listings
+	// queued behind one attempt answer from the cache instead of each
+	// waiting out a timeout of its own.
+	b.syncedFrom = began
+	return err
 }
 
 // kafkaName accepts the names Kafka clients accept.

@@ -472,6 +472,38 @@ func TestTopicAdmin(t *testing.T) {
 	})
 }
 
+// TestSyncTopicsSeesOtherNodesChanges: two nodes on one Iggy server, the
+// second refreshing its cache only hourly. After SyncTopics, which every
+// listing of all topics calls first, the second lists a topic the first
+// just created and drops one the first just deleted.
+func TestSyncTopicsSeesOtherNodesChanges(t *testing.T) {
+	forDialects(t, func(t *testing.T, d iggy.Dialect) {
+		a := newHarness(t, d)
+		b := newHarnessOn(t, a.srv, func(c *Config) { c.RefreshInterval = time.Hour })
+		listed := func() []string {
+			t.Helper()
+			if err := b.b.SyncTopics(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			names := []string{}
+			for _, ti := range b.b.Topics() {
+				names = append(names, ti.Name)
+			}
+			return names
+		}
+		a.create("made-elsewhere", 2, nil)
+		if names := listed(); !slices.Equal(names, []string{"made-elsewhere"}) {
+			t.Fatalf("after another node created a topic, this one lists %v", names)
+		}
+		if err := a.b.DeleteTopic(a.ctx, "made-elsewhere"); err != nil {
+			t.Fatal(err)
+		}
+		if names := listed(); len(names) != 0 {
+			t.Fatalf("after another node deleted the topic, this one lists %v", names)
+		}
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

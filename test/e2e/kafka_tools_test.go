@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Apache Kafka's own command-line tools (org.apache.kafka:kafka-tools and,
@@ -141,6 +143,30 @@ func TestKafkaTools(t *testing.T) {
 	defer cancel()
 	if _, err := adm.CreateTopic(ctx, 2, -1, nil, topic); err != nil {
 		t.Fatal(err)
+	}
+	// Kafka's admin client sends a listing (kafka-topics.sh --describe and
+	// --list start with one) to whichever node it likes: every node lists
+	// the new topic at once. (Through the Iggy backend a follower listed
+	// its topic cache, up to a second old, and a CI run failed.)
+	for _, id := range c.ids() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.node(id).kafka()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(int(id)))
+		cl.Close()
+		if err != nil {
+			t.Fatalf("listing every topic through node %d: %v", id, err)
+		}
+		var names []string
+		for _, mt := range resp.Topics {
+			if mt.Topic != nil {
+				names = append(names, *mt.Topic)
+			}
+		}
+		if !slices.Contains(names, topic) {
+			t.Fatalf("right after CreateTopics, node %d lists the topics %v, without %q", id, names, topic)
+		}
 	}
 	// An idempotent producer (franz-go's default) writes 10 records to
 	// partition 0, for DescribeProducers and DeleteRecords.
