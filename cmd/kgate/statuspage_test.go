@@ -31,7 +31,9 @@ func browser(t *testing.T) context.Context {
 		t.Fatal("no chromium on PATH: run `make deps` (scripts/install-test-deps.sh installs Debian's chromium)")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1000), chromedp.UserDataDir(t.TempDir()))
+		chromedp.WindowSize(1280, 1000), chromedp.UserDataDir(t.TempDir()),
+		// Chromium's own temporary directories, left in /tmp otherwise.
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })

@@ -66,7 +66,9 @@ func newStreamsApp(t *testing.T, jar, name string, args ...string) *streamsApp {
 		dir = d
 	}
 	a := &streamsApp{t: t, name: name,
-		argv:    append([]string{"-cp", jar, "kgate.e2e.StreamsMain"}, args...),
+		// RocksDB unpacks its 15 MB JNI library into java.io.tmpdir and a
+		// killed JVM leaves it there: each run left one in /tmp.
+		argv:    append([]string{"-Djava.io.tmpdir=" + t.TempDir(), "-cp", jar, "kgate.e2e.StreamsMain"}, args...),
 		logPath: filepath.Join(dir, fmt.Sprintf("streams-%s-%d.log", name, time.Now().UnixNano()%1e9))}
 	t.Cleanup(a.kill9)
 	return a
