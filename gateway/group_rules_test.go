@@ -327,3 +327,65 @@ func TestOffsetDeleteOnNonEmptyGroup(t *testing.T) {
 		}
 	})
 }
+
+// TestOffsetCommitByAnyCurrentMember: the classic coordinator checks a
+// commit's member and generation only, not which member the partition is
+// assigned to nor whether the offset moves back. A member of the current
+// generation that was assigned nothing commits, below the owner's commit,
+// a partition another member owns: the commit is accepted and OffsetFetch
+// answers the lower offset. (A chaos campaign saw a franz-go member,
+// fenced while the leader was paused, rejoin and commit records it had
+// read in its old generation, moving the group's offset back; Kafka
+// accepts such a commit as kgate does.)
+func TestOffsetCommitByAnyCurrentMember(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		ca, cb := dialRaw(t, addr), dialRaw(t, addr)
+		group := groupName(t, ca, "g")
+		md := consumerMetadata("a")
+		a := stableGroup(t, ca, group, "", "consumer", md)
+		// b joins; the group rebalances once a rejoins.
+		bj := joinReq(7, group, "", "", "consumer", md)
+		if r := cb.do(bj).(*kmsg.JoinGroupResponse); r.ErrorCode == kerr.MemberIDRequired.Code {
+			bj.MemberID = r.MemberID
+		} else {
+			t.Fatalf("first join of b: code %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
+		}
+		bCorr := cb.send(bj)
+		ja := ca.do(joinReq(7, group, a, "", "consumer", md)).(*kmsg.JoinGroupResponse)
+		jb := cb.recv(bCorr, bj).(*kmsg.JoinGroupResponse)
+		if ja.ErrorCode != 0 || jb.ErrorCode != 0 || ja.Generation != jb.Generation {
+			t.Fatalf("rebalance: a code %d generation %d, b code %d generation %d", ja.ErrorCode, ja.Generation, jb.ErrorCode, jb.Generation)
+		}
+		b, gen := jb.MemberID, ja.Generation
+		owns := kmsg.NewConsumerMemberAssignment()
+		owns.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "a", Partitions: []int32{0}}}
+		none := kmsg.NewConsumerMemberAssignment()
+		assign := map[string][]byte{a: owns.AppendTo(nil), b: none.AppendTo(nil)}
+		leader, follower, lc, fc := a, b, ca, cb
+		if ja.LeaderID == b {
+			leader, follower, lc, fc = b, a, cb, ca
+		}
+		fs := syncReq(group, follower, "", gen, nil)
+		fCorr := fc.send(fs)
+		if r := lc.do(syncReq(group, leader, "", gen, assign)).(*kmsg.SyncGroupResponse); r.ErrorCode != 0 {
+			t.Fatalf("leader's sync: code %d", r.ErrorCode)
+		}
+		if r := fc.recv(fCorr, fs).(*kmsg.SyncGroupResponse); r.ErrorCode != 0 {
+			t.Fatalf("follower's sync: code %d", r.ErrorCode)
+		}
+		if got := commitCode(t, ca, commitReq(8, group, a, "", gen, "a", 10)); got != 0 {
+			t.Fatalf("the owner's commit: code %d", got)
+		}
+		if got := commitCode(t, cb, commitReq(8, group, b, "", gen, "a", 3)); got != 0 {
+			t.Fatalf("a commit below it by a member assigned nothing: code %d, want NONE", got)
+		}
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Version = 7
+		of.Group = group
+		of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: []int32{0}}}
+		r := ca.do(of).(*kmsg.OffsetFetchResponse)
+		if r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].Offset != 3 {
+			t.Fatalf("OffsetFetch after the commits: %+v", r)
+		}
+	})
+}

@@ -101,6 +101,9 @@ type ClientCommit struct {
 	Partition int32
 	Offset    int64
 	At        time.Time
+	// Generation is the group generation the commit was sent in, when
+	// the member's client tells it (0: unknown).
+	Generation int32
 }
 
 func (h *History) AddClientCommit(c ClientCommit) {
@@ -168,8 +171,17 @@ const (
 	// in the order it acknowledged them, as Kafka does. Reported, not the
 	// cluster's fault.
 	ClientCommitBack = "client-commit-back"
-	NotConsumed      = "not-consumed" // an acknowledged record no group member ever read
-	Phantom          = "phantom"      // a record read that no producer sent
+	// StaleCommit is a committed offset that moved backwards because a
+	// member of the group's newest generation committed the lower offset
+	// after another member's commit of the higher one was acknowledged
+	// (a franz-go member fenced during a leader pause rejoined and
+	// committed records it had read in its old generation). Kafka's
+	// coordinator checks only a commit's member and generation, so it
+	// accepts that commit too (gateway TestOffsetCommitByAnyCurrentMember
+	// against a broker). Reported, not the cluster's fault.
+	StaleCommit = "stale-commit"
+	NotConsumed = "not-consumed" // an acknowledged record no group member ever read
+	Phantom     = "phantom"      // a record read that no producer sent
 	// DoubleOwner is a partition two members held at overlapping times
 	// in the same generation.
 	DoubleOwner = "double-owner"
@@ -320,11 +332,41 @@ func (h *History) Check(finalComplete, groupDrained bool) []Anomaly {
 		}
 		return ""
 	}
+	// Or a member of the newest generation committed the lower offset
+	// after another's commit of the higher one was acknowledged.
+	newestAt := func(at time.Time) int32 {
+		var g int32
+		for _, a := range h.Assignments {
+			if !a.At.After(at) {
+				g = max(g, a.Generation)
+			}
+		}
+		return g
+	}
+	staleBack := func(p int32, hi, lo int64, before time.Time) (ClientCommit, ClientCommit, bool) {
+		var higher *ClientCommit
+		for i, a := range h.Acked {
+			if a.Partition != p || a.At.After(before) {
+				continue
+			}
+			if a.Offset >= hi {
+				higher = &h.Acked[i]
+			} else if a.Offset == lo && higher != nil && a.Member != higher.Member &&
+				a.Generation > 0 && a.Generation >= newestAt(a.At) {
+				return *higher, a, true
+			}
+		}
+		return ClientCommit{}, ClientCommit{}, false
+	}
 	lastCommit := map[int32]CommitSample{}
 	for _, c := range h.Commits {
 		if l, ok := lastCommit[c.Partition]; ok && c.Offset < l.Offset {
 			if m := clientBack(c.Partition, l.Offset, c.Offset); m != "" {
 				add(ClientCommitBack, "partition %d committed %d at %s, then %d at %s: %s's commit of %d was acknowledged after its commit of %d or more", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"), m, c.Offset, l.Offset)
+			} else if hiAck, loAck, ok := staleBack(c.Partition, l.Offset, c.Offset, c.At); ok {
+				add(StaleCommit, "partition %d committed %d at %s, then %d at %s: %s committed %d in generation %d, the newest, acknowledged at %s after %s's commit of %d at %s",
+					c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"),
+					loAck.Member, loAck.Offset, loAck.Generation, loAck.At.Format("15:04:05.000"), hiAck.Member, hiAck.Offset, hiAck.At.Format("15:04:05.000"))
 			} else {
 				add(CommitBack, "partition %d committed %d at %s, then %d at %s (members' acknowledged commits of it until then: %s)", c.Partition, l.Offset, l.At.Format("15:04:05.000"), c.Offset, c.At.Format("15:04:05.000"), h.ackedBefore(c.Partition, c.At, 4))
 			}

@@ -117,6 +117,13 @@ func TestCheckerFindsFaults(t *testing.T) {
 			h.AddClientCommit(ClientCommit{Member: "c1", Partition: 0, Offset: 2})
 			h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1002, 0)})
 		}, CommitBack},
+		{"a committed offset moved back by a commit of an older generation", func(h *History) {
+			// Generation 5 began at 1020; c0 commits in 4 (Kafka answers
+			// ILLEGAL_GENERATION).
+			h.AddClientCommit(ClientCommit{Member: "c1", Partition: 0, Offset: 3, At: time.Unix(1021, 0), Generation: 5})
+			h.AddClientCommit(ClientCommit{Member: "c0", Partition: 0, Offset: 2, At: time.Unix(1022, 0), Generation: 4})
+			h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1023, 0)})
+		}, CommitBack},
 		{"a record the group never consumed", func(h *History) {
 			var keep []Read
 			for _, r := range h.Reads {
@@ -172,5 +179,21 @@ func TestCheckerTellsAClientsOwnCommitBack(t *testing.T) {
 	got := Summary(h.Check(true, true))
 	if got[ClientCommitBack] != 1 || got[CommitBack] != 0 {
 		t.Fatalf("got %v, want one %s and no %s: %v", got, ClientCommitBack, CommitBack, h.Check(true, true))
+	}
+}
+
+// TestCheckerTellsAStaleCommit: a committed offset that went back because
+// a member of the newest generation committed the lower offset after
+// another member's commit of the higher one was acknowledged (a fenced
+// member committing what it read before) is reported as the client's:
+// Kafka accepts such a commit too.
+func TestCheckerTellsAStaleCommit(t *testing.T) {
+	h := goodHistory()
+	h.AddClientCommit(ClientCommit{Member: "c1", Partition: 0, Offset: 3, At: time.Unix(1021, 0), Generation: 5})
+	h.AddClientCommit(ClientCommit{Member: "c0", Partition: 0, Offset: 2, At: time.Unix(1022, 0), Generation: 5})
+	h.AddCommit(CommitSample{Partition: 0, Offset: 2, At: time.Unix(1023, 0)})
+	got := Summary(h.Check(true, true))
+	if got[StaleCommit] != 1 || got[CommitBack] != 0 {
+		t.Fatalf("got %v, want one %s and no %s: %v", got, StaleCommit, CommitBack, h.Check(true, true))
 	}
 }

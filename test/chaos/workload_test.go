@@ -256,14 +256,21 @@ func (w *workload) consumeGroup(i int) {
 			// into the history, as the other clients' do, so that the
 			// checker can tell a member's own commits answered out of
 			// order from a committed offset that kgate moved back.
+			// The generation it went out in is known when the client's
+			// did not change during the call.
+			_, g0 := cl.GroupMetadata()
 			if err := cl.CommitRecords(ctx, rs...); err == nil {
+				var gen int32
+				if _, g1 := cl.GroupMetadata(); g1 == g0 {
+					gen = g0
+				}
 				next := map[int32]int64{}
 				for _, r := range rs {
 					next[r.Partition] = max(next[r.Partition], r.Offset+1)
 				}
 				now := time.Now()
 				for p, o := range next {
-					w.h.AddClientCommit(ClientCommit{Member: name, Partition: p, Offset: o, At: now})
+					w.h.AddClientCommit(ClientCommit{Member: name, Partition: p, Offset: o, At: now, Generation: gen})
 				}
 			}
 			cancel()
