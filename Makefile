@@ -103,7 +103,7 @@ chaos: build
 	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES) -clients '$(CHAOS_CLIENTS)'
 
 chaos-short: build
-	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -clients '$(CHAOS_CLIENTS)'
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$|TestDigestsPartNamesTheFirstDifference$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -clients '$(CHAOS_CLIENTS)'
 	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5 -clients '$(CHAOS_CLIENTS)'
 
 # The Raft layer's own campaign (docs/chaos.md, "In one process"): three

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/kgate/kgate/fsm"
 )
 
 // Two replicas that applied the same commands print the same digest for
@@ -14,7 +16,7 @@ import (
 // command in a window prints another; a window a replica joined partway
 // (after a restart or an installed snapshot) is not printed.
 func TestApplyDigestWindows(t *testing.T) {
-	replica := func(from uint64, data func(uint64) string) []string {
+	replica := func(from uint64, data func(uint64) string, opts ...func(i uint64) (any, bool)) []string {
 		var out bytes.Buffer
 		d := &applyDigest{every: 4, log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{
 			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -29,6 +31,12 @@ func TestApplyDigestWindows(t *testing.T) {
 				continue // a no-op: it never reaches the FSM
 			}
 			d.add(&raft.Log{Index: i, Term: 2, Data: []byte(data(i))})
+			var res any = &fsm.AppendResults{Results: []fsm.AppendResult{{BaseOffset: int64(i) * 10}}}
+			skipped := false
+			for _, o := range opts {
+				res, skipped = o(i)
+			}
+			d.outcome(res, skipped)
 		}
 		return strings.Split(strings.TrimSpace(out.String()), "\n")
 	}
@@ -51,5 +59,38 @@ func TestApplyDigestWindows(t *testing.T) {
 	}
 	if len(c) != 2 || c[0] != a[0] || c[1] == a[1] {
 		t.Fatalf("replica c (another command at 11) logged %q; a logged %q", c, a)
+	}
+
+	// The same commands answered with another offset at 7: the commands'
+	// checksum is the same, the outcomes' is not.
+	field := func(line, key string) string {
+		for _, f := range strings.Fields(line) {
+			if k, v, _ := strings.Cut(f, "="); k == key {
+				return v
+			}
+		}
+		return ""
+	}
+	other := replica(1, same, func(i uint64) (any, bool) {
+		off := int64(i) * 10
+		if i == 7 {
+			off++
+		}
+		return &fsm.AppendResults{Results: []fsm.AppendResult{{BaseOffset: off}}}, false
+	})
+	if field(a[0], "outcomes_crc32c") == "" || field(other[0], "crc32c") != field(a[0], "crc32c") ||
+		field(other[0], "outcomes_crc32c") == field(a[0], "outcomes_crc32c") || other[1] != a[1] {
+		t.Fatalf("replica answering offset 71 at index 7 logged %q; a logged %q", other, a)
+	}
+	// A replica replaying entries its state already held (index 9, after a
+	// restart from its checkpoint) logs no outcomes for that window.
+	replayed := replica(1, same, func(i uint64) (any, bool) {
+		if i == 9 {
+			return nil, true
+		}
+		return &fsm.AppendResults{Results: []fsm.AppendResult{{BaseOffset: int64(i) * 10}}}, false
+	})
+	if replayed[0] != a[0] || field(replayed[1], "outcomes_crc32c") != "" || field(replayed[1], "crc32c") != field(a[1], "crc32c") {
+		t.Fatalf("replica that skipped index 9 logged %q; a logged %q", replayed, a)
 	}
 }

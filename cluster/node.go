@@ -1058,7 +1058,9 @@ func (a *raftFSM) Apply(l *raft.Log) any {
 	if a.logBytes != nil {
 		a.logBytes.Add(int64(len(l.Data)))
 	}
+	skipped := l.Index <= a.f.Applied()
 	res := a.f.Apply(l.Index, l.Data)
+	a.digest.outcome(res, skipped)
 	if h, ok := res.(*fsm.HaltError); ok && a.halted != nil {
 		a.halted(h)
 	}

@@ -596,9 +596,10 @@ func tailFile(path string, n int) string {
 // applied different commands, or "" if none did.
 func (c *cluster) digestsPart() string {
 	type line struct {
-		node  int
-		crc   string
-		stamp string
+		node     int
+		crc      string
+		outcomes string // "": not logged (the node replayed part of the window)
+		stamp    string
 	}
 	byFirst := map[uint64][]line{}
 	for _, nd := range c.all() {
@@ -611,7 +612,7 @@ func (c *cluster) digestsPart() string {
 				continue
 			}
 			var first uint64
-			var crc, stamp string
+			var crc, outcomes, stamp string
 			for _, f := range strings.Fields(l) {
 				k, v, _ := strings.Cut(f, "=")
 				switch k {
@@ -619,12 +620,14 @@ func (c *cluster) digestsPart() string {
 					first, _ = strconv.ParseUint(v, 10, 64)
 				case "crc32c":
 					crc = v
+				case "outcomes_crc32c":
+					outcomes = v
 				case "time":
 					stamp = v
 				}
 			}
 			if first > 0 && crc != "" {
-				byFirst[first] = append(byFirst[first], line{nd.id, crc, stamp})
+				byFirst[first] = append(byFirst[first], line{nd.id, crc, outcomes, stamp})
 			}
 		}
 	}
@@ -637,6 +640,23 @@ func (c *cluster) digestsPart() string {
 					parts = append(parts, fmt.Sprintf("node %d %s (logged %s)", l.node, l.crc, l.stamp))
 				}
 				return fmt.Sprintf("the nodes applied different commands at Raft indexes from %d: %s", first, strings.Join(parts, ", "))
+			}
+		}
+		// The same commands: were they answered alike (offsets, codes)?
+		var known []line
+		for _, l := range ls {
+			if l.outcomes != "" {
+				known = append(known, l)
+			}
+		}
+		for _, l := range known[min(1, len(known)):] {
+			if l.outcomes != known[0].outcomes {
+				var parts []string
+				for _, l := range known {
+					parts = append(parts, fmt.Sprintf("node %d %s (logged %s)", l.node, l.outcomes, l.stamp))
+				}
+				return fmt.Sprintf("the nodes applied the same commands at Raft indexes from %d but answered them differently (offsets or codes): %s",
+					first, strings.Join(parts, ", "))
 			}
 		}
 	}
