@@ -321,6 +321,8 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.raft = r
+	sameTermFollower := func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term }
+	trans.sameTermFollower.Store(&sameTermFollower)
 	n.startIndex = r.LastIndex()
 	if f.ClusterID() == "" {
 		n.logClusterID = clusterIDInLog(store)

@@ -34,6 +34,10 @@ type raftTransport struct {
 	consumeCh chan raft.RPC
 	hbMu      sync.Mutex
 	hbFn      func(raft.RPC)
+	// sameTermFollower reports whether this node is a follower in the
+	// given term (set once Raft runs; nil until then): only then may a
+	// heartbeat take Raft's fast path (fastHeartbeat).
+	sameTermFollower atomic.Pointer[func(term uint64) bool]
 
 	// snapshotIdle (nanoseconds) bounds the wait for the next bytes of a
 	// snapshot being received (see idleReader); zero waits for as long as
@@ -117,6 +121,26 @@ func (t *raftTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	t.hbMu.Lock()
 	t.hbFn = cb
 	t.hbMu.Unlock()
+}
+
+// fastHeartbeat reports whether a heartbeat of term may go to Raft's
+// heartbeat handler on this connection's goroutine instead of through
+// Raft's main loop: only while this node follows in that term, where the
+// handler changes nothing but the time of last contact.
+//
+// hashicorp/raft's handler, called beside its main loop, also steps a
+// leader down to a newer term (hashicorp/raft#695): a leader paused with
+// proposals queued woke to a heartbeat of the term that had replaced it,
+// and its main loop, not yet told, wrote the queued proposals under that
+// newer term. The new leader's entries at those indexes carried the same
+// term, so Raft took the old leader's for its own and never replaced them:
+// the old leader applied other commands there than the others did, and
+// gave acknowledged records' offsets to other records (found by the chaos
+// campaign's digests). A heartbeat that changes a term or a role now waits
+// for the main loop, which handles it between two proposals.
+func (t *raftTransport) fastHeartbeat(term uint64) bool {
+	f := t.sameTermFollower.Load()
+	return f != nil && (*f)(term)
 }
 
 // Close stops sending (NetworkTransport, which closes the stream), then
@@ -354,7 +378,7 @@ func (t *raftTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec
 	}
 
 	dispatched := false
-	if heartbeat {
+	if heartbeat && t.fastHeartbeat(rpc.Command.(*raft.AppendEntriesRequest).Term) {
 		t.hbMu.Lock()
 		fn := t.hbFn
 		t.hbMu.Unlock()

@@ -152,6 +152,8 @@ func TestRaftTransportHeartbeatAndClose(t *testing.T) {
 	recv.SetHeartbeatHandler(func(rpc raft.RPC) {
 		rpc.Respond(&raft.AppendEntriesResponse{Term: 77, Success: true}, nil)
 	})
+	followerOf5 := func(term uint64) bool { return term == 5 }
+	recv.sameTermFollower.Store(&followerOf5)
 	stop := make(chan struct{})
 	served := serve(t, recv, stop, func(rpc raft.RPC) { rpc.Respond(nil, errors.New("heartbeat reached the consumer")) })
 	defer func() { close(stop); <-served }()
@@ -181,6 +183,56 @@ func TestRaftTransportHeartbeatAndClose(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return with a connection open")
+	}
+}
+
+// A heartbeat takes Raft's fast path (the handler, on the connection's
+// goroutine) only while the node follows in the heartbeat's term. One that
+// would step a leader down, or move a follower to a newer term, goes
+// through Raft's main loop (the consumer), which alone may change the term
+// a leader writes its entries with (hashicorp/raft#695); so does every
+// heartbeat before Raft runs.
+func TestHeartbeatThatChangesTermOrRoleGoesThroughTheMainLoop(t *testing.T) {
+	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close()
+	const fast, main = 1, 2
+	recv.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: fast}, nil) })
+	stop := make(chan struct{})
+	served := serve(t, recv, stop, func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: main}, nil) })
+	defer func() { close(stop); <-served }()
+	via := func(term uint64) uint64 {
+		t.Helper()
+		hb := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("leader"),
+			Addr: []byte(send.LocalAddr())}, Term: term}
+		var resp raft.AppendEntriesResponse
+		if err := send.AppendEntries("f", recv.LocalAddr(), hb, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Term
+	}
+	if got := via(10); got != main {
+		t.Fatalf("before Raft runs, a heartbeat went to the fast path")
+	}
+	role, current := raft.Leader, uint64(10)
+	sameTermFollower := func(term uint64) bool { return role == raft.Follower && term == current }
+	recv.sameTermFollower.Store(&sameTermFollower)
+	if got := via(11); got != main {
+		t.Fatalf("a heartbeat of a newer term to a leader went to the fast path")
+	}
+	role = raft.Follower
+	if got := via(11); got != main {
+		t.Fatalf("a heartbeat of a newer term to a follower went to the fast path")
+	}
+	if got := via(10); got != fast {
+		t.Fatalf("a heartbeat of the follower's own term went through the main loop")
 	}
 }
 
