@@ -31,21 +31,29 @@ func serve(t *testing.T, trans raft.Transport, stop <-chan struct{}, answer func
 	return done
 }
 
+// transportPair is a raftTransport receiving and hashicorp/raft's own
+// NetworkTransport sending, both closed when the test ends.
+func transportPair(t *testing.T) (*raftTransport, *raft.NetworkTransport) {
+	t.Helper()
+	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { recv.Close() })
+	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { send.Close() })
+	return recv, send
+}
+
 // The inbound side of raftTransport against hashicorp/raft's own
 // NetworkTransport as the sender (a leader of any release): every RPC kind
 // arrives whole — entries larger than maxInitLen too — and every answer,
 // error included, gets back.
 func TestRaftTransportTalksWithNetworkTransport(t *testing.T) {
-	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recv.Close()
-	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer send.Close()
+	recv, send := transportPair(t)
 
 	entry := func(n int, seed byte) []byte {
 		b := make([]byte, n)
@@ -193,16 +201,7 @@ func TestRaftTransportHeartbeatAndClose(t *testing.T) {
 // a leader writes its entries with (hashicorp/raft#695); so does every
 // heartbeat before Raft runs.
 func TestHeartbeatThatChangesTermOrRoleGoesThroughTheMainLoop(t *testing.T) {
-	recv, _, err := tcpTransport("127.0.0.1:0", nil, hclog.NewNullLogger(), nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recv.Close()
-	send, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer send.Close()
+	recv, send := transportPair(t)
 	const fast, main = 1, 2
 	recv.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: fast}, nil) })
 	stop := make(chan struct{})
