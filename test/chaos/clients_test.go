@@ -45,8 +45,8 @@ func parseClients(s string) ([]string, error) {
 }
 
 // programArgv is the command that runs a consumer program, or why it cannot
-// run here.
-func programArgv(kind string) ([]string, error) {
+// run here. Its temporary files go to tmp.
+func programArgv(kind, tmp string) ([]string, error) {
 	clients, err := filepath.Abs(filepath.Join("..", "clients"))
 	if err != nil {
 		return nil, err
@@ -67,7 +67,9 @@ func programArgv(kind string) ([]string, error) {
 		if os.Getenv("KGATE_CHAOS_CLIENT_DEBUG") != "" {
 			level, network = "debug", []string{"-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.NetworkClient=debug"}
 		}
-		return append(append([]string{"java", "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=" + level}, network...),
+		// java.io.tmpdir: snappy-java unpacks its native library there and
+		// a killed JVM never removes it.
+		return append(append([]string{"java", "-Djava.io.tmpdir=" + tmp, "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=" + level}, network...),
 			"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-cp", jar, "kgate.e2e.ClusterConsumer"), nil
 	case librdkafka:
 		// Debian's python3, for which install-test-deps.sh installs

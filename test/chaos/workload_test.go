@@ -112,7 +112,7 @@ func (w *workload) start() {
 		if k == franzGo || argv[k] != nil {
 			continue
 		}
-		a, err := programArgv(k)
+		a, err := programArgv(k, w.t.TempDir())
 		if err != nil {
 			w.t.Fatalf("group member client %s: %v", k, err)
 		}

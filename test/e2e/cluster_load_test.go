@@ -829,7 +829,7 @@ var clJavaMembers = clMemberKind{
 	},
 	start: func(t *testing.T, c *kgateCluster, topic, group, name string, w *clGroupWatch, o clMemberOpts) clMember {
 		dir := clientsDir(t, "java")
-		return startClProgramMember(t, dir, []string{"java", "-cp", filepath.Join(dir, "target", "kgate-e2e-java.jar"), "kgate.e2e.ClusterConsumer"},
+		return startClProgramMember(t, dir, []string{"java", javaTmpDir(t), "-cp", filepath.Join(dir, "target", "kgate-e2e-java.jar"), "kgate.e2e.ClusterConsumer"},
 			c, topic, group, name, w, o.args())
 	},
 }

@@ -51,5 +51,5 @@ func TestKafkaJS(t *testing.T) {
 
 func TestJavaClients(t *testing.T) {
 	dir, jar := javaJar(t)
-	runScenario(t, clientProgram{name: "java", dir: dir, argv: []string{"java", "-jar", jar}}.asClient(allCodecs, true))
+	runScenario(t, clientProgram{name: "java", dir: dir, argv: []string{"java", javaTmpDir(t), "-jar", jar}}.asClient(allCodecs, true))
 }

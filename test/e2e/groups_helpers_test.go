@@ -118,7 +118,7 @@ func javaJar(t *testing.T) (dir, jar string) {
 func javaGroupProgram(t *testing.T) groupProgram {
 	t.Helper()
 	dir, jar := javaJar(t)
-	return groupProgram{name: "java", dir: dir, argv: []string{"java", "-cp", jar, "kgate.e2e.GroupMain"},
+	return groupProgram{name: "java", dir: dir, argv: []string{"java", javaTmpDir(t), "-cp", jar, "kgate.e2e.GroupMain"},
 		generation: true, memberID: true}
 }
 

@@ -229,6 +229,14 @@ func (p clientProgram) asClient(codecs []string, createsTopic bool) kafkaClient 
 	return c
 }
 
+// javaTmpDir is the JVM flag that keeps a Java program's temporary files in
+// the test's own directory: snappy-java and RocksDB unpack their native
+// libraries into java.io.tmpdir, and a killed JVM leaves them there (in
+// /tmp, a few each run).
+func javaTmpDir(t *testing.T) string {
+	return "-Djava.io.tmpdir=" + t.TempDir()
+}
+
 // clientsDir is test/clients/<name>; it fails the test if it is missing.
 func clientsDir(t *testing.T, name string) string {
 	t.Helper()

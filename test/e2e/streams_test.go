@@ -66,9 +66,7 @@ func newStreamsApp(t *testing.T, jar, name string, args ...string) *streamsApp {
 		dir = d
 	}
 	a := &streamsApp{t: t, name: name,
-		// RocksDB unpacks its 15 MB JNI library into java.io.tmpdir and a
-		// killed JVM leaves it there: each run left one in /tmp.
-		argv:    append([]string{"-Djava.io.tmpdir=" + t.TempDir(), "-cp", jar, "kgate.e2e.StreamsMain"}, args...),
+		argv:    append([]string{javaTmpDir(t), "-cp", jar, "kgate.e2e.StreamsMain"}, args...),
 		logPath: filepath.Join(dir, fmt.Sprintf("streams-%s-%d.log", name, time.Now().UnixNano()%1e9))}
 	t.Cleanup(a.kill9)
 	return a

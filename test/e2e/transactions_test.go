@@ -411,7 +411,7 @@ func TestJavaTransactions(t *testing.T) {
 	topic := fmt.Sprintf("java-txn-%d", time.Now().UnixNano()%1e9)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "java", "-cp", jar, "kgate.e2e.TxnMain", srv.bootstrap(), topic).Output()
+	out, err := exec.CommandContext(ctx, "java", javaTmpDir(t), "-cp", jar, "kgate.e2e.TxnMain", srv.bootstrap(), topic).Output()
 	result := lastLine(string(out))
 	t.Logf("TxnMain: %s", result)
 	if err != nil {
