@@ -606,11 +606,16 @@ func summarize(w *workload, fs []fault, anomalies []Anomaly, unknown UnknownSend
 		fmt.Fprintf(&b, "%-20s %5d %6d %7d %13s %13s %13s %13s %13s %13s %5d\n", k, count, leader, opsBy[k],
 			quantile(fo, 0.5), quantile(fo, 1), quantile(rec, 0.5), quantile(rec, 0.99), quantile(rec, 1), quantile(form, 0.5), lostBy[k])
 	}
-	// One line a fault, for adding runs up (docs/reliability.md).
+	// One line a fault, for adding runs up (docs/reliability.md);
+	// failover=-1ms: none within the hold.
 	w.mu.Lock()
 	for i, f := range fs {
+		failover := f.failover.Milliseconds()
+		if f.failover < 0 {
+			failover = -1
+		}
 		fmt.Fprintf(&b, "per-fault %d %s leader=%v hold=%dms failover=%dms recovery=%dms formed=%dms ops=%d lost=%d\n", i, f.kind, f.wasLeader,
-			f.hold.Milliseconds(), f.failover.Milliseconds(), f.recovery.Milliseconds(), f.formed.Milliseconds(), ops[i], w.lostBy[int64(i)])
+			f.hold.Milliseconds(), failover, f.recovery.Milliseconds(), f.formed.Milliseconds(), ops[i], w.lostBy[int64(i)])
 	}
 	w.mu.Unlock()
 	w.h.mu.Lock()
