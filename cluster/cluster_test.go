@@ -562,6 +562,57 @@ func TestRestartedSeedIsFoundAgain(t *testing.T) {
 	readyAll(t, c.nodes)
 }
 
+// A node whose --join seed has left finds the cluster again when it starts
+// again, through the nodes it knew (the peers file), though no other node
+// reaches out to it. (The fault campaign: a node that had joined through a
+// node gone since was killed and started again; alone in gossip for 36 s,
+// it followed the Raft leader but named no broker, and a producer that
+// asked it waited 41 s.)
+func TestRestartedNodeWhoseSeedLeftFindsTheClusterAgain(t *testing.T) {
+	c := newCluster(t, 3, nil) // nodes 2 and 3 join through node 1
+	leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	seed, second, third := c.nodes[0], c.nodes[1], c.nodes[2]
+	fourth := c.newNode(4, []string{second.gossipAddr}, 1, nil)
+	fourth.start(t)
+	votersAre(t, c.nodes, c.nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := seed.n.Leave(ctx); err != nil {
+		t.Fatalf("the seed's leave: %v", err)
+	}
+	seed.stop(t)
+	rest := []*testNode{second, third, fourth}
+	votersAre(t, rest, rest)
+	eventually(t, 20*time.Second, "node 3 saves the gossip addresses of nodes 2 and 4", func() error {
+		ps := readPeers(third.dir)
+		want := []savedPeer{{ID: second.id, Addr: second.gossipAddr}, {ID: fourth.id, Addr: fourth.gossipAddr}}
+		if !reflect.DeepEqual(ps, want) {
+			return fmt.Errorf("saved %+v, want %+v", ps, want)
+		}
+		return nil
+	})
+
+	// Node 3 crashes and starts again, and nothing the others send reaches
+	// it: only its own dials can bring it back.
+	third.crash(t)
+	testDeaf.Store(third.gossipAddr, struct{}{})
+	t.Cleanup(func() { testDeaf.Delete(third.gossipAddr) })
+	third.start(t)
+	eventually(t, 20*time.Second, "node 3's gossip knows nodes 2 and 4 again", func() error {
+		for _, id := range []int32{second.id, fourth.id} {
+			if m, _ := memberState(third, id); m.GossipState == "" || m.GossipState == "unknown" {
+				return fmt.Errorf("node %d unknown to gossip", id)
+			}
+		}
+		return nil
+	})
+	testDeaf.Delete(third.gossipAddr)
+	brokersAre(t, rest, rest)
+	votersAre(t, rest, rest)
+	readyAll(t, rest)
+}
+
 // TestFreshLeaderNeverNamesASilentLeader: a follower asked for the leader
 // right after the leader fell silent — before the follower can tell, its
 // last word from the leader being a heartbeat ago — does not name it: it

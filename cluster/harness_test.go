@@ -51,6 +51,17 @@ func cuttableTransport(bind string, advertise net.Addr, log hclog.Logger, connCl
 // found by the node's gossip address.
 var testGossip sync.Map // gossip address -> *cutGossip
 
+// testDeaf holds the gossip addresses nothing reaches: other nodes' sends
+// to them are dropped and their dials refused, while the node there sends,
+// dials and is answered on its own streams. Keyed by address, so it holds
+// across a restart of the node (whose transport is new).
+var testDeaf sync.Map // gossip address -> struct{}
+
+func deafAt(addr string) bool {
+	_, ok := testDeaf.Load(addr)
+	return ok
+}
+
 // cutGossip is memberlist's transport with a switch that cuts the node off
 // gossip: while isolated, nothing it sends and nothing sent to it by the
 // other test nodes gets through (each side drops what it would send).
@@ -102,14 +113,14 @@ func (g *cutGossip) blocked(to string) bool {
 }
 
 func (g *cutGossip) WriteTo(b []byte, addr string) (time.Time, error) {
-	if g.blocked(addr) || g.holedTo(addr) || g.mute.Load() {
+	if g.blocked(addr) || g.holedTo(addr) || g.mute.Load() || deafAt(addr) {
 		return time.Now(), nil
 	}
 	return g.Transport.WriteTo(b, addr)
 }
 
 func (g *cutGossip) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	if g.blocked(addr) || g.mute.Load() {
+	if g.blocked(addr) || g.mute.Load() || deafAt(addr) {
 		g.blockedDials.Add(1)
 		return nil, errors.New("test: gossip cut")
 	}

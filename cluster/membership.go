@@ -42,6 +42,7 @@ func (n *Node) membershipLoop() {
 	defer seeking.Stop()
 	lastMeta := n.gossip.localMeta()
 	asked := map[int32]time.Time{} // by confirmClusters
+	saved := readPeers(n.cfg.DataDir)
 	ctx, cancel := n.untilStop(context.Background())
 	defer cancel()
 	for {
@@ -55,8 +56,11 @@ func (n *Node) membershipLoop() {
 			// the seeds again brings it back.
 			n.gossip.join(n.cfg.Join)
 		case <-seeking.C:
-			if len(n.cfg.Join) > 0 && n.gossip.ml.NumMembers() <= 1 {
-				n.gossip.join(n.cfg.Join)
+			// Alone: a new cluster's nodes starting together, or this
+			// node started again (its seeds may have left since; the
+			// nodes it knew may not).
+			if n.gossip.ml.NumMembers() <= 1 {
+				n.gossip.join(n.seeds(saved))
 			}
 		}
 		if m := n.gossip.localMeta(); !m.equal(lastMeta) && !n.leaving.Load() {
@@ -67,6 +71,7 @@ func (n *Node) membershipLoop() {
 			n.tryBootstrap()
 		}
 		n.confirmClusters(ctx, asked)
+		n.savePeers(&saved)
 		if n.leaving.Load() && !n.removed.Load() {
 			// A leave that failed (Leave's ctx ended) goes on: the leader
 			// removes this node as soon as it hears.
