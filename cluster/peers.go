@@ -85,7 +85,8 @@ func (n *Node) peersToSave() (ps []savedPeer, ok bool) {
 }
 
 // savePeers writes the peers file when the list differs from saved, the
-// one last written (or read at start), and updates saved.
+// one last written (or read at start), and updates saved. A failed write
+// (a full disk) is logged once and tried again at the list's next change.
 func (n *Node) savePeers(saved *[]savedPeer) {
 	ps, ok := n.peersToSave()
 	if !ok || slices.Equal(ps, *saved) {
@@ -93,7 +94,6 @@ func (n *Node) savePeers(saved *[]savedPeer) {
 	}
 	if err := writePeers(n.cfg.DataDir, ps); err != nil {
 		n.log.Warn("saving the cluster's gossip addresses", "err", err)
-		return
 	}
 	*saved = ps
 }
