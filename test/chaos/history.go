@@ -101,8 +101,8 @@ type ClientCommit struct {
 	Partition int32
 	Offset    int64
 	At        time.Time
-	// Generation is the group generation the commit was sent in, when
-	// the member's client tells it (0: unknown).
+	// Generation is the group generation the acknowledged request
+	// carried, when the member's client tells it (0: unknown).
 	Generation int32
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -255,15 +256,11 @@ func (w *workload) consumeGroup(i int) {
 			// A failed commit is re-read later. An acknowledged one goes
 			// into the history, as the other clients' do, so that the
 			// checker can tell a member's own commits answered out of
-			// order from a committed offset that kgate moved back.
-			// The generation it went out in is known when the client's
-			// did not change during the call.
-			_, g0 := cl.GroupMetadata()
-			if err := cl.CommitRecords(ctx, rs...); err == nil {
-				var gen int32
-				if _, g1 := cl.GroupMetadata(); g1 == g0 {
-					gen = g0
-				}
+			// order from a committed offset that kgate moved back, with
+			// the generation its request carried: franz-go holds a commit
+			// made while the member rejoins and sends it in the new
+			// generation.
+			if gen, err := commitRead(ctx, cl, rs); err == nil {
 				next := map[int32]int64{}
 				for _, r := range rs {
 					next[r.Partition] = max(next[r.Partition], r.Offset+1)
@@ -277,6 +274,38 @@ func (w *workload) consumeGroup(i int) {
 		}
 		cl.AllowRebalance()
 	}
+}
+
+// commitRead commits the offsets after rs as kgo's CommitRecords does and
+// returns the generation the acknowledged request carried.
+func commitRead(ctx context.Context, cl *kgo.Client, rs []*kgo.Record) (int32, error) {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range rs {
+		if offsets[r.Topic] == nil {
+			offsets[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		next := kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		if at, ok := offsets[r.Topic][r.Partition]; !ok || at.Less(next) {
+			offsets[r.Topic][r.Partition] = next
+		}
+	}
+	var gen int32
+	var cerr error
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		gen = req.Generation
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+					cerr = err
+				}
+			}
+		}
+	})
+	return gen, cerr
 }
 
 // syncHook remembers the node that answered a group member's last
