@@ -388,12 +388,17 @@ faults:
 		// leader, gossip sees all alive) are timed apart: gossip may take
 		// longer to call a node alive again than clients take to move on.
 		var formed time.Duration
+		var recoveryWaited error // the last client still waiting, for a slow recovery's log line
 		err = pollUntil(recoveryLimit, func() error {
 			if d := c.died(); d != "" {
 				return stop{errors.New(d)}
 			}
-			if f.recovery == 0 && w.progressed(heal) == nil {
-				f.recovery = time.Since(heal)
+			if f.recovery == 0 {
+				if waiting := w.progressed(heal); waiting == nil {
+					f.recovery = time.Since(heal)
+				} else {
+					recoveryWaited = waiting
+				}
 			}
 			if formed == 0 {
 				if _, err := c.formed(); err != nil {
@@ -435,6 +440,9 @@ faults:
 		}
 		t.Logf("fault %d healed; workload recovered in %v, cluster formed in %v (failover during the fault: %s)", i,
 			f.recovery.Round(time.Millisecond), formed.Round(time.Millisecond), failover)
+		if f.recovery > time.Second && recoveryWaited != nil {
+			t.Logf("fault %d: recovery last waited for: %v", i, recoveryWaited)
+		}
 		done = append(done, f)
 	}
 	w.faultNow.Store(-1)
