@@ -180,3 +180,15 @@ func (c *cluster) clientsReach(limit time.Duration) error {
 		return nil
 	})
 }
+
+// generationMovedOn reports whether a member's loss, as its client told
+// it, came from the group's generation having moved on under it (a
+// rebalance it had not joined yet), rather than from its own session.
+func generationMovedOn(why string) bool {
+	for _, s := range []string{"ILLEGAL_GENERATION", "IllegalGeneration"} {
+		if strings.Contains(why, s) {
+			return true
+		}
+	}
+	return false
+}
