@@ -333,6 +333,8 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	n.raft = r
 	sameTermFollower := func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term }
 	trans.sameTermFollower.Store(&sameTermFollower)
+	stopping := (<-chan struct{})(n.stop)
+	trans.stopping.Store(&stopping)
 	n.startIndex = r.LastIndex()
 	if f.ClusterID() == "" {
 		n.logClusterID = clusterIDInLog(store)
