@@ -120,18 +120,26 @@ func (c *cluster) departedIn(s string, by time.Time) int {
 		if nd.left.After(by) {
 			continue // it left later: its address named a member then
 		}
-		for rest := s; ; {
-			i := strings.Index(rest, nd.kafka)
-			if i < 0 {
-				break
-			}
-			rest = rest[i+len(nd.kafka):]
-			if rest == "" || rest[0] < '0' || rest[0] > '9' { // not a longer port
-				return nd.id
-			}
+		if namesAddr(s, nd.kafka) {
+			return nd.id
 		}
 	}
 	return 0
+}
+
+// namesAddr reports whether s names the address addr (not one with a
+// longer port that starts the same).
+func namesAddr(s, addr string) bool {
+	for rest := s; ; {
+		i := strings.Index(rest, addr)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(addr):]
+		if rest == "" || rest[0] < '0' || rest[0] > '9' {
+			return true
+		}
+	}
 }
 
 // bootstrapList is what a client configured around the last churn would
