@@ -202,10 +202,10 @@ func SyncDir(dir string) error {
 	return err
 }
 
-// writeFileAtomic replaces dir/name with data: a crash leaves either the old
+// WriteFileAtomic replaces dir/name with data: a crash leaves either the old
 // file or the new one, never a mix. With sync the new one is on disk when
 // it returns.
-func writeFileAtomic(dir, name string, data []byte, sync bool) error {
+func WriteFileAtomic(dir, name string, data []byte, sync bool) error {
 	tmp := filepath.Join(dir, name+".tmp")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -92,7 +92,7 @@ func (s *Store) Set(key, val []byte) error {
 	}
 	kv := maps.Clone(s.stable.kv)
 	kv[string(key)] = slices.Clone(val)
-	if err := writeFileAtomic(s.dir, stableFile, encodeStable(kv), s.opts.Fsync); err != nil {
+	if err := WriteFileAtomic(s.dir, stableFile, encodeStable(kv), s.opts.Fsync); err != nil {
 		return fmt.Errorf("raft stable store: %w", err)
 	}
 	s.stable.kv = kv

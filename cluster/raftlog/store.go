@@ -635,7 +635,7 @@ func writePair(dir, name string, a, b uint64, sync bool) error {
 	buf := binary.LittleEndian.AppendUint64(nil, a)
 	buf = binary.LittleEndian.AppendUint64(buf, b)
 	buf = binary.LittleEndian.AppendUint32(buf, crc32c(buf))
-	return writeFileAtomic(dir, name, buf, sync)
+	return WriteFileAtomic(dir, name, buf, sync)
 }
 
 // readPair reads a file of writePair; a missing one reads as two zeros.
