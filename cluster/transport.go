@@ -158,6 +158,17 @@ func (t *raftTransport) Close() error {
 	return err
 }
 
+// isHeartbeat reports whether an append is one of Raft's heartbeats: a
+// term and a leader, nothing else.
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	leaderAddr := req.RPCHeader.Addr
+	if len(leaderAddr) == 0 {
+		leaderAddr = req.Leader // older leaders set only this
+	}
+	return req.Term != 0 && leaderAddr != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
+
 // Retries of a failed append (see AppendEntries).
 const (
 	appendRetryFor   = 5 * time.Second
@@ -180,7 +191,7 @@ const (
 // timeout.
 func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-	if err == nil || (len(args.Entries) == 0 && args.LeaderCommitIndex == 0 && args.PrevLogEntry == 0) {
+	if err == nil || isHeartbeat(args) {
 		return err
 	}
 	var stopping <-chan struct{}
@@ -391,12 +402,7 @@ func (t *raftTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec
 			return err
 		}
 		rpc.Command = &req
-		leaderAddr := req.RPCHeader.Addr
-		if len(leaderAddr) == 0 {
-			leaderAddr = req.Leader // older leaders set only this
-		}
-		heartbeat = req.Term != 0 && leaderAddr != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
-			len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+		heartbeat = isHeartbeat(&req)
 		t.checkBounded(&req)
 		t.boundCommit(&req)
 	case rpcRequestVote:
