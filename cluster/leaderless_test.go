@@ -75,3 +75,56 @@ func TestLeaderlessForCutOffNode(t *testing.T) {
 		return nil
 	})
 }
+
+// A leader cut off from both followers knows it is cut off (CutOff) as
+// soon as it steps down for want of their answers, long before it has
+// known no leader for the gateway's CutOffAfter (2 s); the majority's nodes
+// never count as cut off; once the cut heals the old leader hears the new
+// one and no longer does. A leader that hands its leadership over, its
+// followers answering, is not cut off either.
+func TestDeposedLeaderKnowsItIsCutOff(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	if old.n.CutOff() {
+		t.Fatal("a leader in reach of both followers reports itself cut off")
+	}
+
+	streamOf(t, old.raftAddr).setCut(true)
+	eventually(t, 20*time.Second, "the deposed leader knows it is cut off", func() error {
+		if !old.n.CutOff() {
+			return fmt.Errorf("not cut off; leaderless for %v", old.n.LeaderlessFor())
+		}
+		return nil
+	})
+	if d := old.n.LeaderlessFor(); d >= time.Second {
+		t.Fatalf("the deposed leader knew itself cut off only after %v without a leader", d)
+	}
+	majority := without(c.nodes, old)
+	leader := leaderAmong(t, majority)
+	for _, tn := range majority {
+		if tn.n.CutOff() {
+			t.Fatalf("node %d of the majority reports itself cut off", tn.id)
+		}
+	}
+
+	streamOf(t, old.raftAddr).setCut(false)
+	eventually(t, 20*time.Second, "the healed node no longer counts as cut off", func() error {
+		if old.n.CutOff() {
+			return fmt.Errorf("cut off; leaderless for %v", old.n.LeaderlessFor())
+		}
+		return nil
+	})
+
+	votersAre(t, c.nodes, c.nodes)
+	leader.n.transferLeadership()
+	eventually(t, 20*time.Second, "another node leads", func() error {
+		if now := leaderAmong(t, c.nodes); now == leader {
+			return fmt.Errorf("node %d still leads", leader.id)
+		}
+		return nil
+	})
+	if leader.n.CutOff() {
+		t.Fatal("a leader that handed its leadership over reports itself cut off")
+	}
+}

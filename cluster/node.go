@@ -188,6 +188,13 @@ type Node struct {
 	// leaderlessAt is when LeaderID first found no leader since it last
 	// found one or an election was won (unix nanos; 0: a leader is known).
 	leaderlessAt atomic.Int64
+	// leaseTimeout is Raft's leader lease: a leader steps down when a
+	// majority has not answered it for this long.
+	leaseTimeout time.Duration
+	// cutOffAt is when this node stopped leading with a majority no
+	// longer answering it (unix nanos; 0: not so since a leader was last
+	// known). See CutOff.
+	cutOffAt atomic.Int64
 }
 
 // Start opens the stores, starts Raft and, on a node without Raft state and
@@ -300,6 +307,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		// after VerifyLeader (ConfirmLeader).
 		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 	}
+	n.leaseTimeout = rc.LeaderLeaseTimeout
 	if cfg.SnapshotEvery > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotEvery
 	}
@@ -449,6 +457,9 @@ func (n *Node) watchLeaders() {
 			if lo, ok := o.Data.(raft.LeaderObservation); ok {
 				if lo.LeaderID != "" {
 					n.leaderlessAt.Store(0) // an election was won
+					n.cutOffAt.Store(0)
+				} else if last == raft.ServerID(strconv.Itoa(int(n.cfg.NodeID))) {
+					n.noteSteppedDown()
 				}
 				if lo.LeaderID != "" && lo.LeaderID != last {
 					if last != "" {

@@ -50,6 +50,12 @@ type raftTransport struct {
 	boundMu sync.Mutex
 	bounded bounded
 
+	// answered holds, per follower (raft.ServerID), when it last answered
+	// an append or heartbeat of this node's (unix nanos, *atomic.Int64):
+	// how a leader that steps down tells whether a majority had stopped
+	// answering it (Node.CutOff).
+	answered sync.Map
+
 	// stopping, once the node closes it, ends retries of a failed append
 	// (AppendEntries); nil until the node sets it (atomic: set after the
 	// transport runs).
@@ -191,6 +197,9 @@ const (
 // timeout.
 func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil {
+		t.noteAnswer(id)
+	}
 	if err == nil || isHeartbeat(args) {
 		return err
 	}
@@ -210,10 +219,30 @@ func (t *raftTransport) AppendEntries(id raft.ServerID, target raft.ServerAddres
 		}
 		*resp = raft.AppendEntriesResponse{}
 		if t.NetworkTransport.AppendEntries(id, target, args, resp) == nil {
+			t.noteAnswer(id)
 			return nil
 		}
 	}
 	return err
+}
+
+// noteAnswer records that follower id answered an append just now.
+func (t *raftTransport) noteAnswer(id raft.ServerID) {
+	at, ok := t.answered.Load(id)
+	if !ok {
+		at, _ = t.answered.LoadOrStore(id, new(atomic.Int64))
+	}
+	at.(*atomic.Int64).Store(time.Now().UnixNano())
+}
+
+// answeredAt is when follower id last answered an append of this node's
+// (the zero time: never).
+func (t *raftTransport) answeredAt(id raft.ServerID) time.Time {
+	at, ok := t.answered.Load(id)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(0, at.(*atomic.Int64).Load())
 }
 
 // CloseStreams closes the pooled outbound connections and, as

@@ -23,9 +23,12 @@ import (
 // Elections here end within 0.3-1.4 s, so a follower whose leader died
 // still waits for the winner and answers as before.
 
-// cutOffNow reports whether this node has known no leader for CutOffAfter.
+// cutOffNow reports whether this node has known no leader for
+// CutOffAfter, or knows at once that it is cut off: it stopped leading
+// because a majority stopped answering it (a deposed leader hears of no
+// election while the cut lasts).
 func (s *Server) cutOffNow() bool {
-	return s.cfg.CutOffAfter > 0 && s.cluster.LeaderlessFor() >= s.cfg.CutOffAfter
+	return s.cfg.CutOffAfter > 0 && (s.cluster.LeaderlessFor() >= s.cfg.CutOffAfter || s.cluster.CutOff())
 }
 
 // cutOff reports whether r should be answered by a reset (cutOffNow):

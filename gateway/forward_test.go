@@ -44,6 +44,7 @@ func (f followerCluster) AwaitFreshLeader(context.Context) (cluster.NodeInfo, bo
 	return f.ServingLeader()
 }
 func (f followerCluster) LeaderlessFor() time.Duration       { return 0 }
+func (f followerCluster) CutOff() bool                       { return false }
 func (f followerCluster) ConfirmLeader(context.Context) bool { return false }
 func (f followerCluster) LeaderEpoch() int32                 { return 1 }
 func (f followerCluster) CaughtUp() bool                     { return true }

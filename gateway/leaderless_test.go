@@ -242,6 +242,28 @@ func TestLeaderlessFollowerWaitsThenAnswers(t *testing.T) {
 	expectReset(t, c)
 }
 
+// deposedLeader is a node that stopped leading because a majority stopped
+// answering it, a moment ago, and has heard of no leader since.
+type deposedLeader struct{ lateLeaderCluster }
+
+func (deposedLeader) CutOff() bool { return true }
+
+// TestDeposedLeaderResetsClientsAtOnce: a leader deposed for want of a
+// majority's answers (cluster.Node.CutOff) resets a Metadata request's
+// connection at once, long before CutOffAfter, instead of holding it for
+// an election it cannot hear of; its client asks another node.
+func TestDeposedLeaderResetsClientsAtOnce(t *testing.T) {
+	leader := startNode(t, nil)
+	createTopic(t, leader.addr, "deposed", 1, nil)
+	base := followerCluster{leader: leader.node.Self(), peers: listenLoopback(t)}
+	deposed := deposedLeader{lateLeaderCluster{followerCluster: base, lost: time.Now()}}
+	// CutOffAfter and LeaderWait far beyond ioTimeout: a parked request
+	// fails the test.
+	c := dialRaw(t, serveFollower(t, gateway.Config{LeaderWait: time.Hour, CutOffAfter: time.Hour}, leader, deposed))
+	c.send(metadataOf("deposed"))
+	expectReset(t, c)
+}
+
 // leaderOf is a backend whose partitions have no leader while its node
 // knows none.
 type leaderOf struct {

@@ -160,6 +160,9 @@ type Cluster interface {
 	// LeaderlessFor is how long this node has known no leader (0 while
 	// it knows one).
 	LeaderlessFor() time.Duration
+	// CutOff reports whether this node stopped leading because a majority
+	// stopped answering it, and has known no leader since.
+	CutOff() bool
 	// ConfirmLeader reports whether this node still leads, confirmed by a
 	// majority after the call (false once ctx ends).
 	ConfirmLeader(ctx context.Context) bool
