@@ -171,6 +171,10 @@ type cutStream struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	// self holds the local addresses of the node's connections to itself:
+	// a cut leaves them alone, as a partition leaves loopback alone (a
+	// follower standing for election sends itself TimeoutNow).
+	self map[string]bool
 	// stalled: what the node sends is lost, its connections stay open (a
 	// frozen process, a link that drops without a reset).
 	stalled atomic.Bool
@@ -224,6 +228,9 @@ func (c *trackedConn) Close() error {
 func (s *cutStream) track(c net.Conn) (net.Conn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.self[c.RemoteAddr().String()] {
+		return c, true
+	}
 	if s.cut {
 		c.Close()
 		return nil, false
@@ -245,6 +252,20 @@ func (s *cutStream) Accept() (net.Conn, error) {
 }
 
 func (s *cutStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if string(addr) == s.Addr().String() {
+		// Held across the dial: the accept side (track) must find the
+		// connection marked.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		c, err := net.DialTimeout("tcp", string(addr), timeout)
+		if err == nil {
+			if s.self == nil {
+				s.self = map[string]bool{}
+			}
+			s.self[c.LocalAddr().String()] = true
+		}
+		return c, err
+	}
 	s.mu.Lock()
 	cut := s.cut
 	s.mu.Unlock()

@@ -207,8 +207,12 @@ func (n *Node) stand() {
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	_, leader := n.raft.LeaderWithID()
 	voter := false
+	voters := 0
 	var others []raft.Server
 	for _, s := range fut.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
 		switch {
 		case s.Suffrage != raft.Voter:
 		case s.ID == self:
@@ -221,8 +225,23 @@ func (n *Node) stand() {
 		return
 	}
 	term := n.raft.CurrentTerm()
-	if id, ok := n.newerTermAmong(others, term); ok {
+	id, newer, answered := n.newerTermAmong(others, term)
+	if newer {
 		n.log.Info("not standing for election: another voter has moved on", "voter", id, "term", term)
+		return
+	}
+	// Standing skips pre-vote and moves this node to a new term, which
+	// deposes the leader the moment the two hear from each other again.
+	// A node whose leader's connections ended because the node itself was
+	// cut off (a partition that closes connections) would, once healed,
+	// depose a leader that never failed: an election and every group
+	// member's coordinator moving for nothing (the fault campaign: a
+	// follower cut off for 5 s, a librdkafka member's session lost to the
+	// two coordinator changes that followed). So it stands only with
+	// enough voters answering to elect it; otherwise Raft's own timer and
+	// pre-vote decide, which change no term while the node is cut off.
+	if 1+answered <= voters/2 {
+		n.log.Info("not standing for election: too few voters answer", "answered", answered, "voters", voters)
 		return
 	}
 	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Follower || n.inContact() {
@@ -270,7 +289,8 @@ func (n *Node) rpcHeader(self raft.ServerID) raft.RPCHeader {
 // may still be on its way here) or a new leader. Voters that do not answer
 // within a quarter of the heartbeat timeout (a dead or cut-off node) count
 // as not having moved on; a dead one refuses the connection at once.
-func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (raft.ServerID, bool) {
+// answered counts the voters that answered.
+func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (id raft.ServerID, newer bool, answered int) {
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	type answer struct {
 		id   raft.ServerID
@@ -296,15 +316,18 @@ func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (raft.ServerID,
 		select {
 		case a := <-answers:
 			if a.term > term {
-				return a.id, true
+				return a.id, true, answered + 1
+			}
+			if a.term > 0 {
+				answered++
 			}
 		case <-wait.C:
-			return "", false
+			return "", false, answered
 		case <-n.stop:
-			return "", false
+			return "", false, answered
 		}
 	}
-	return "", false
+	return "", false, answered
 }
 
 // turnOffset is how long after the others this follower stands for

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -126,5 +128,42 @@ func TestDeposedLeaderKnowsItIsCutOff(t *testing.T) {
 	})
 	if leader.n.CutOff() {
 		t.Fatal("a leader that handed its leadership over reports itself cut off")
+	}
+}
+
+// A follower cut off from the others by a cut that closes its connections
+// sees its leader's connections end, as when the leader dies, but cannot
+// reach enough voters to be elected: it does not stand (which would skip
+// pre-vote and move it to a new term), so once the cut heals the leader
+// it never lost keeps leading in the same term, with no election.
+func TestCutOffFollowerDoesNotDeposeTheLeaderOnHealing(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	term := leader.n.raft.CurrentTerm()
+	f := without(c.nodes, leader)[0]
+
+	streamOf(t, f.raftAddr).setCut(true)
+	// Raft's own timer and pre-vote go on meanwhile: they leave the term
+	// alone.
+	eventually(t, 20*time.Second, "the cut-off follower campaigns with pre-vote", func() error {
+		if strings.Count(f.log().String(), "pre-vote campaign failed") < 2 {
+			return errors.New("fewer than two pre-vote campaigns yet")
+		}
+		return nil
+	})
+	if got := f.n.raft.CurrentTerm(); got != term {
+		t.Fatalf("the cut-off follower moved from term %d to %d", term, got)
+	}
+	streamOf(t, f.raftAddr).setCut(false)
+	eventually(t, 20*time.Second, "the healed follower follows the leader", func() error {
+		if id, ok := f.n.LeaderID(); !ok || id != leader.id {
+			return fmt.Errorf("follower names leader %d (%v), want %d", id, ok, leader.id)
+		}
+		return nil
+	})
+	if now := leaderAmong(t, c.nodes); now != leader || leader.n.raft.CurrentTerm() != term {
+		t.Fatalf("after the heal node %d leads in term %d; before the cut node %d led in term %d",
+			now.id, now.n.raft.CurrentTerm(), leader.id, term)
 	}
 }
