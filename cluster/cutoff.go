@@ -22,11 +22,11 @@ import (
 // the voters had not answered it for the leader lease, and has known no
 // leader since.
 func (n *Node) CutOff() bool {
-	if n.cutOffAt.Load() == 0 {
+	if !n.cutOff.Load() {
 		return false
 	}
 	if _, ok := n.leaderID(); ok {
-		n.cutOffAt.Store(0)
+		n.cutOff.Store(false)
 		return false
 	}
 	return true
@@ -43,9 +43,9 @@ func (n *Node) noteSteppedDown() {
 			answered++
 		}
 	}
-	if len(voters) == 0 || answered > len(voters)/2 {
+	if len(voters) == 0 || answered >= majority(len(voters)) {
 		return
 	}
-	n.cutOffAt.Store(time.Now().UnixNano())
+	n.cutOff.Store(true)
 	n.log.Info("stopped leading: a majority had stopped answering; clients are sent to other nodes", "answered", answered, "voters", len(voters))
 }

@@ -240,7 +240,7 @@ func (n *Node) stand() {
 	// two coordinator changes that followed). So it stands only with
 	// enough voters answering to elect it; otherwise Raft's own timer and
 	// pre-vote decide, which change no term while the node is cut off.
-	if 1+answered <= voters/2 {
+	if 1+answered < majority(voters) {
 		n.log.Info("not standing for election: too few voters answer", "answered", answered, "voters", voters)
 		return
 	}

@@ -191,10 +191,9 @@ type Node struct {
 	// leaseTimeout is Raft's leader lease: a leader steps down when a
 	// majority has not answered it for this long.
 	leaseTimeout time.Duration
-	// cutOffAt is when this node stopped leading with a majority no
-	// longer answering it (unix nanos; 0: not so since a leader was last
-	// known). See CutOff.
-	cutOffAt atomic.Int64
+	// cutOff: this node stopped leading with a majority no longer
+	// answering it, and no leader was known since. See CutOff.
+	cutOff atomic.Bool
 }
 
 // Start opens the stores, starts Raft and, on a node without Raft state and
@@ -457,7 +456,7 @@ func (n *Node) watchLeaders() {
 			if lo, ok := o.Data.(raft.LeaderObservation); ok {
 				if lo.LeaderID != "" {
 					n.leaderlessAt.Store(0) // an election was won
-					n.cutOffAt.Store(0)
+					n.cutOff.Store(false)
 				} else if last == raft.ServerID(strconv.Itoa(int(n.cfg.NodeID))) {
 					n.noteSteppedDown()
 				}
@@ -805,6 +804,9 @@ func (n *Node) unfenced(m member, isVoter map[int32]bool) bool {
 	return alive(m.state) || time.Since(m.since) < fenceAfter
 }
 
+// majority is how many of that many voters make a quorum.
+func majority(voters int) int { return voters/2 + 1 }
+
 // atLeastAMajority adds to brokers, while they are fewer than a majority
 // of the Raft voters (isVoter), the voters among members (gossip's) that gossip
 // holds failed (the lost leader last). Clients replace their broker list with each Metadata answer (the
@@ -814,7 +816,7 @@ func (n *Node) unfenced(m member, isVoter map[int32]bool) bool {
 // once this node goes, with nothing but seeds that may have left long
 // ago. Kafka lists every broker until its controller fences it.
 func atLeastAMajority(brokers []NodeInfo, members []member, isVoter map[int32]bool, lost int32) []NodeInfo {
-	need := len(isVoter)/2 + 1
+	need := majority(len(isVoter))
 	if len(brokers) >= need {
 		return brokers
 	}
