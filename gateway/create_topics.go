@@ -54,7 +54,12 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
 			for _, t := range req.Topics {
 				seen[t.Topic]++
 			}
+			answered := map[string]bool{}
 			for _, t := range req.Topics {
+				if answered[t.Topic] {
+					continue // a name given twice is answered once, as Kafka does
+				}
+				answered[t.Topic] = true
 				resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, seen[t.Topic] > 1))
 			}
 			return resp

@@ -389,3 +389,30 @@ func TestOffsetCommitByAnyCurrentMember(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncGroupV5WantsProtocolTypeAndName: from v5 a SyncGroup without its
+// protocol type or name is INCONSISTENT_GROUP_PROTOCOL, whoever sends it;
+// v4 has neither field.
+func TestSyncGroupV5WantsProtocolTypeAndName(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		group := groupName(t, c, "g")
+		member := stableGroup(t, c, group, "", "consumer", consumerMetadata("a"))
+		noType := syncReq(group, member, "", 1, nil)
+		noType.ProtocolType = nil
+		noName := syncReq(group, member, "", 1, nil)
+		noName.Protocol = nil
+		stranger := syncReq(group+"-unknown", "m", "", 1, nil)
+		stranger.ProtocolType, stranger.Protocol = nil, nil
+		for what, req := range map[string]*kmsg.SyncGroupRequest{"no protocol type": noType, "no protocol name": noName, "neither, unknown group": stranger} {
+			if got := c.do(req).(*kmsg.SyncGroupResponse).ErrorCode; got != kerr.InconsistentGroupProtocol.Code {
+				t.Errorf("v5, %s: code %d, want INCONSISTENT_GROUP_PROTOCOL (23)", what, got)
+			}
+		}
+		v4 := syncReq(group, member, "", 1, nil)
+		v4.Version, v4.ProtocolType, v4.Protocol = 4, nil, nil
+		if resp := c.do(v4).(*kmsg.SyncGroupResponse); resp.ErrorCode != 0 || string(resp.MemberAssignment) != "assigned" {
+			t.Errorf("v4 by the member: code %d, assignment %q; want its assignment", resp.ErrorCode, resp.MemberAssignment)
+		}
+	})
+}

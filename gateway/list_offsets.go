@@ -15,6 +15,22 @@ const (
 	earliestLocalTimestamp = -4
 )
 
+// specialSince is the first version each special timestamp is valid in.
+// Any other negative timestamp, or one sent in an older version, is
+// UNSUPPORTED_VERSION, as Kafka answers (-5 and later name tiered storage
+// and need versions above ours).
+var specialSince = map[int64]int16{latestTimestamp: 1, earliestTimestamp: 1, maxTimestamp: 7, earliestLocalTimestamp: 8}
+
+func timestampSupported(ts int64, version int16) bool {
+	since, known := specialSince[ts]
+	return ts >= 0 || known && version >= since
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
 func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -24,6 +40,13 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 	}
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
+	}
+	// A partition named twice is INVALID_REQUEST each time (Kafka).
+	named := map[topicPartition]int{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			named[topicPartition{rt.Topic, rp.Partition}]++
+		}
 	}
 	self := s.cluster.Self().ID
 	for _, rt := range req.Topics {
@@ -36,6 +59,10 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
 			if !permitted {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if named[topicPartition{rt.Topic, rp.Partition}] > 1 {
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			} else if !timestampSupported(rp.Timestamp, req.Version) {
+				sp.ErrorCode = kerr.UnsupportedVersion.Code
 			} else if leader, ok := s.backend.PartitionLeader(rt.Topic, rp.Partition); !ok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if leader != self {
@@ -76,9 +103,6 @@ func (s *Server) listOffset(ctx context.Context, topic string, p int32, ts int64
 	case maxTimestamp:
 		off, t, err := s.backend.MaxTimestampOffset(ctx, topic, p)
 		return off, t, ErrorCode(err)
-	}
-	if ts < 0 {
-		return -1, -1, kerr.InvalidRequest.Code
 	}
 	off, t, err := s.backend.OffsetForTime(ctx, topic, p, ts)
 	return off, t, ErrorCode(err)

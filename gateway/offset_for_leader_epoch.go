@@ -33,8 +33,9 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, r *Request) Rep
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case rp.CurrentLeaderEpoch > leaderEpoch:
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case rp.LeaderEpoch > leaderEpoch:
-				// An epoch we never had: undefined, as Kafka answers.
+			case rp.LeaderEpoch > leaderEpoch || rp.LeaderEpoch == -1:
+				// An epoch we never had, or none: undefined, as Kafka
+				// answers.
 			default:
 				_, end, err := s.backend.Offsets(ctx, rt.Topic, rp.Partition)
 				sp.ErrorCode = ErrorCode(err)

@@ -1537,8 +1537,7 @@ func TestCreateTopics(t *testing.T) {
 		code int16
 	}{
 		{"ct-ok", 0},
-		{"ct-dup", kerr.InvalidRequest.Code},
-		{"ct-dup", kerr.InvalidRequest.Code},
+		{"ct-dup", kerr.InvalidRequest.Code}, // given twice, answered once (as Kafka does)
 		{"bad name!", kerr.InvalidTopicException.Code},
 		{"ct-zero", kerr.InvalidPartitions.Code},
 		{"ct-rf", 0},

@@ -15,10 +15,17 @@ func (s *Server) handleSyncGroup(ctx context.Context, r *Request) Reply {
 	if len(req.GroupAssignment) > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	if !s.allowedGroup(r, kmsg.ACLOperationRead, req.Group) {
+	fail := func(e *kerr.Error) Reply {
 		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-		resp.ErrorCode, resp.MemberAssignment = kerr.GroupAuthorizationFailed.Code, []byte{}
+		resp.ErrorCode, resp.MemberAssignment = e.Code, []byte{}
 		return now(resp)
+	}
+	if req.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
+		// Mandatory from v5; Kafka checks this before anything else.
+		return fail(kerr.InconsistentGroupProtocol)
+	}
+	if !s.allowedGroup(r, kmsg.ACLOperationRead, req.Group) {
+		return fail(kerr.GroupAuthorizationFailed)
 	}
 	sr := coordinator.SyncRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation,
 		ProtocolType: req.ProtocolType, Protocol: req.Protocol}

@@ -1,0 +1,112 @@
+package gateway_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Kafka's answers to requests that are malformed or ask for what cannot
+// be, API by API, found by sending the same requests to a Kafka 4.3
+// broker. Each test runs against an in-process kgate node and, when
+// KGATE_COMPARE_KAFKA names a broker, against it too (groupTargets).
+
+// uniqueTopic is a topic name of the test's own, fresh on a shared broker.
+func uniqueTopic(t *testing.T) string {
+	name := strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())
+	return fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+}
+
+func TestCreateTopicsNameGivenTwiceIsAnsweredOnce(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		twice, other := uniqueTopic(t), uniqueTopic(t)+"-other"
+		resp := c.do(createTopicsReq(true, newTopic(twice, 1), newTopic(twice, 2), newTopic(other, 1))).(*kmsg.CreateTopicsResponse)
+		got := map[string][]int16{}
+		for _, rt := range resp.Topics {
+			got[rt.Topic] = append(got[rt.Topic], rt.ErrorCode)
+		}
+		if !slices.Equal(got[twice], []int16{kerr.InvalidRequest.Code}) || !slices.Equal(got[other], []int16{0}) || len(got) != 2 {
+			t.Errorf("codes by topic %v; want one INVALID_REQUEST (42) for the name given twice and 0 for the other", got)
+		}
+	})
+}
+
+func listOffsetsReq(version int16, topic string, timestamps ...int64) *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = version
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, ts := range timestamps {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// TestListOffsetsSpecialTimestampsByVersion: a negative timestamp Kafka
+// does not know, or one sent in a version older than it, is
+// UNSUPPORTED_VERSION (-5 and below name tiered storage, from v9 on); a
+// partition named twice is INVALID_REQUEST each time.
+func TestListOffsetsSpecialTimestampsByVersion(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		unsupported := kerr.UnsupportedVersion.Code
+		for _, tc := range []struct {
+			version int16
+			ts      int64
+			code    int16
+		}{
+			{1, -1, 0}, {1, -2, 0}, {6, -3, unsupported}, {7, -3, 0}, {7, -4, unsupported}, {8, -4, 0},
+			{8, -5, unsupported}, {8, -6, unsupported}, {8, -7, unsupported}, {8, -1000, unsupported}, {8, 0, 0},
+		} {
+			resp := c.do(listOffsetsReq(tc.version, "a", tc.ts)).(*kmsg.ListOffsetsResponse)
+			if got := resp.Topics[0].Partitions[0].ErrorCode; got != tc.code {
+				t.Errorf("v%d timestamp %d: code %d, want %d", tc.version, tc.ts, got, tc.code)
+			}
+		}
+		resp := c.do(listOffsetsReq(8, "a", -1, -2)).(*kmsg.ListOffsetsResponse)
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != kerr.InvalidRequest.Code {
+				t.Errorf("partition 0 named twice: code %d, want INVALID_REQUEST (42) for each", p.ErrorCode)
+			}
+		}
+	})
+}
+
+// TestOffsetForLeaderEpochUndefinedEpoch: asked for epoch -1 (none), Kafka
+// answers an undefined epoch and end offset; asked for the current epoch,
+// the log end.
+func TestOffsetForLeaderEpochUndefinedEpoch(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		md := c.do(metadataReq(12, false, "a")).(*kmsg.MetadataResponse)
+		current := md.Topics[0].Partitions[0].LeaderEpoch
+		ask := func(epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			req.Version = 4
+			req.ReplicaID = -1
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = "a"
+			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, -1, epoch
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			return c.do(req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+		}
+		if p := ask(-1); p.ErrorCode != 0 || p.LeaderEpoch != -1 || p.EndOffset != -1 {
+			t.Errorf("epoch -1: code %d, epoch %d, end offset %d; want 0, -1, -1", p.ErrorCode, p.LeaderEpoch, p.EndOffset)
+		}
+		if p := ask(current); p.ErrorCode != 0 || p.LeaderEpoch != current || p.EndOffset != 0 {
+			t.Errorf("the current epoch %d: code %d, epoch %d, end offset %d; want 0, %d, 0 (the empty log's end)", current, p.ErrorCode, p.LeaderEpoch, p.EndOffset, current)
+		}
+	})
+}
