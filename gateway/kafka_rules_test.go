@@ -110,3 +110,72 @@ func TestOffsetForLeaderEpochUndefinedEpoch(t *testing.T) {
 		}
 	})
 }
+
+// TestConfigsOfAnInvalidTopicName: the config APIs answer a name no topic
+// can have INVALID_TOPIC_EXCEPTION, not UNKNOWN_TOPIC_OR_PARTITION
+// (DescribeConfigs the empty name too; the alter APIs call that a default
+// resource, INVALID_REQUEST).
+func TestConfigsOfAnInvalidTopicName(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		for _, name := range []string{"bad name!", ""} {
+			dc := kmsg.NewPtrDescribeConfigsRequest()
+			dc.Version = 4
+			dr := kmsg.NewDescribeConfigsRequestResource()
+			dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, name
+			dc.Resources = append(dc.Resources, dr)
+			if got := c.do(dc).(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode; got != kerr.InvalidTopicException.Code {
+				t.Errorf("DescribeConfigs of %q: code %d, want INVALID_TOPIC_EXCEPTION (17)", name, got)
+			}
+		}
+		ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		ia.Version, ia.ValidateOnly = 1, true
+		ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+		ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "bad name!"
+		ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		ic.Name, ic.Value = "retention.ms", kmsg.StringPtr("5")
+		ir.Configs = append(ir.Configs, ic)
+		ia.Resources = append(ia.Resources, ir)
+		if got := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; got != kerr.InvalidTopicException.Code {
+			t.Errorf("IncrementalAlterConfigs of %q: code %d, want INVALID_TOPIC_EXCEPTION (17)", ir.ResourceName, got)
+		}
+		ac := kmsg.NewPtrAlterConfigsRequest()
+		ac.Version, ac.ValidateOnly = 2, true
+		ar := kmsg.NewAlterConfigsRequestResource()
+		ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "bad name!"
+		acfg := kmsg.NewAlterConfigsRequestResourceConfig()
+		acfg.Name, acfg.Value = "retention.ms", kmsg.StringPtr("5")
+		ar.Configs = append(ar.Configs, acfg)
+		ac.Resources = append(ac.Resources, ar)
+		if got := c.do(ac).(*kmsg.AlterConfigsResponse).Resources[0].ErrorCode; got != kerr.InvalidTopicException.Code {
+			t.Errorf("AlterConfigs of %q: code %d, want INVALID_TOPIC_EXCEPTION (17)", ar.ResourceName, got)
+		}
+	})
+}
+
+// TestProduceKeepsOnlyWholeBatches: a partition's records are read as
+// Kafka reads them, batch by batch by their length fields. Without one
+// whole batch the answer is INVALID_RECORD (not CORRUPT_MESSAGE); a cut
+// batch after a whole one is dropped, and the whole one is written alone.
+func TestProduceKeepsOnlyWholeBatches(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		if resp := c.do(createTopicsReq(false, newTopic(topic, 1))).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+			t.Fatalf("create %s: code %d", topic, resp.Topics[0].ErrorCode)
+		}
+		whole := build(t, plainBuilder(), valueRecords("w", 1))
+		for what, data := range map[string][]byte{"3 bytes": whole[:3], "a cut batch": whole[:30], "a batch one byte short": whole[:len(whole)-1]} {
+			if p := produceRaw(t, c, topic, data); p.ErrorCode != kerr.InvalidRecord.Code {
+				t.Errorf("%s: code %d, want INVALID_RECORD (87)", what, p.ErrorCode)
+			}
+		}
+		if p := produceRaw(t, c, topic, append(slices.Clone(whole), whole[:20]...)); p.ErrorCode != 0 || p.BaseOffset != 0 {
+			t.Fatalf("a whole batch and a cut one: code %d, base offset %d; want the whole one written at 0", p.ErrorCode, p.BaseOffset)
+		}
+		got := fetchRaw(t, c, topic, 0)
+		if recs := decodeBatches(t, got.RecordBatches); got.ErrorCode != 0 || got.HighWatermark != 1 || len(recs) != 1 || string(recs[0].Value) != "w0" {
+			t.Errorf("read back: code %d, high watermark %d, %d records; want the one record w0", got.ErrorCode, got.HighWatermark, len(recs))
+		}
+	})
+}

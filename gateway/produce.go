@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -127,6 +128,9 @@ func (s *Server) checkBatch(topic string, partition int32, data []byte, transact
 	if len(data) > s.cfg.MaxMessageBytes {
 		return ProduceBatch{}, kerr.MessageTooLarge
 	}
+	if data = wholeBatches(data); len(data) == 0 {
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a produce request must hold at least one whole record batch per partition")
+	}
 	hdrs, err := records.Validate(data, int(s.cfg.MaxFrameBytes))
 	if err != nil {
 		return ProduceBatch{}, batchError(err)
@@ -149,6 +153,27 @@ func (s *Server) checkBatch(topic string, partition int32, data []byte, transact
 		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
 		NumRecords: h.NumRecords,
 	}, nil
+}
+
+// wholeBatches is data up to its last whole batch, by the batches' length
+// fields, as Kafka's reader finds batches: a batch cut short ends them and
+// is dropped with whatever follows (so a request without one whole batch is
+// INVALID_RECORD, not CORRUPT_MESSAGE). A length below Kafka's
+// smallest record leaves data as it is, for Validate to call it corrupt.
+func wholeBatches(data []byte) []byte {
+	const prefix, smallest = 12, 14 // offset and length fields; Kafka's smallest record (magic 0)
+	n := 0
+	for len(data)-n >= prefix {
+		size := int64(int32(binary.BigEndian.Uint32(data[n+8:])))
+		if size < smallest {
+			return data
+		}
+		if int64(len(data)-n) < prefix+size {
+			break
+		}
+		n += prefix + int(size)
+	}
+	return data[:n]
 }
 
 func batchError(err error) error {

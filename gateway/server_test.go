@@ -978,7 +978,7 @@ func TestProduceRejectsBadBatches(t *testing.T) {
 		{"magic 1", magic1, kerr.InvalidRecord},
 		{"two batches", append(append([]byte(nil), good...), good...), kerr.InvalidRecord},
 		{"transactional", build(t, records.Builder{ProducerID: 5, ProducerEpoch: 0, BaseSequence: 0, Transactional: true}, valueRecords("t", 1)), kerr.InvalidRecord},
-		{"truncated", good[:len(good)-3], kerr.CorruptMessage},
+		{"truncated", good[:len(good)-3], kerr.InvalidRecord}, // no whole batch, as Kafka answers
 	}
 	for _, tc := range cases {
 		if sp := produceRaw(t, c, "bad", tc.batch); sp.ErrorCode != tc.want.Code {

@@ -225,6 +225,9 @@ func (s *Server) checkAlterResource(typ int8, name string, repeated bool, config
 		if name == "" {
 			return TopicInfo{}, failAlter(kerr.InvalidRequest, "default topic resources are not allowed")
 		}
+		if !validTopicName(name) {
+			return TopicInfo{}, failAlter(kerr.InvalidTopicException, "%q is not a valid topic name", name)
+		}
 		info, ok := s.backend.Topic(name)
 		if !ok {
 			return TopicInfo{}, failAlter(kerr.UnknownTopicOrPartition, "unknown topic %q", name)
