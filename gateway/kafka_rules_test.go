@@ -3,12 +3,15 @@ package gateway_test
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway/records"
 )
 
 // Kafka's answers to requests that are malformed or ask for what cannot
@@ -176,6 +179,53 @@ func TestProduceKeepsOnlyWholeBatches(t *testing.T) {
 		got := fetchRaw(t, c, topic, 0)
 		if recs := decodeBatches(t, got.RecordBatches); got.ErrorCode != 0 || got.HighWatermark != 1 || len(recs) != 1 || string(recs[0].Value) != "w0" {
 			t.Errorf("read back: code %d, high watermark %d, %d records; want the one record w0", got.ErrorCode, got.HighWatermark, len(recs))
+		}
+	})
+}
+
+// TestProduceTimestampBounds: a record more than
+// message.timestamp.after.max.ms ahead of the broker's clock (Kafka 4's
+// default: an hour) or more than message.timestamp.before.max.ms behind it
+// (default: any age) fails its batch with INVALID_TIMESTAMP, the record
+// named by its index; nothing of the batch is written.
+func TestProduceTimestampBounds(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic, strict := uniqueTopic(t), uniqueTopic(t)+"-strict"
+		resp := c.do(createTopicsReq(false, newTopic(topic, 1), newTopic(strict, 1, "message.timestamp.before.max.ms", "60000", "message.timestamp.after.max.ms", "0"))).(*kmsg.CreateTopicsResponse)
+		for _, rt := range resp.Topics {
+			if rt.ErrorCode != 0 {
+				t.Fatalf("create %s: code %d", rt.Topic, rt.ErrorCode)
+			}
+		}
+		now := time.Now()
+		at := func(ds ...time.Duration) []byte {
+			recs := make([]records.Record, len(ds))
+			for i, d := range ds {
+				recs[i] = records.Record{Timestamp: now.Add(d).UnixMilli(), Value: []byte(strconv.Itoa(i))}
+			}
+			return build(t, plainBuilder(), recs)
+		}
+		check := func(what, topic string, batch []byte, code int16, bad ...int32) {
+			t.Helper()
+			p := produceRaw(t, c, topic, batch)
+			var got []int32
+			for _, e := range p.ErrorRecords {
+				got = append(got, e.RelativeOffset)
+			}
+			if p.ErrorCode != code || !slices.Equal(got, bad) {
+				t.Errorf("%s: code %d, records named %v; want code %d, records %v", what, p.ErrorCode, got, code, bad)
+			}
+		}
+		invalid := kerr.InvalidTimestamp.Code
+		check("two hours ahead", topic, at(2*time.Hour), invalid, 0)
+		check("the second of three two hours ahead", topic, at(0, 2*time.Hour, time.Minute), invalid, 1)
+		check("50 minutes ahead", topic, at(50*time.Minute), 0)
+		check("ten years old", topic, at(-10*365*24*time.Hour), 0)
+		check("strict topic: two minutes old", strict, at(-2*time.Minute, 0), invalid, 0)
+		check("strict topic: a minute ahead", strict, at(time.Minute), invalid, 0)
+		if hw := highWatermark(t, c, topic); hw != 2 {
+			t.Errorf("high watermark %d; want 2: only the two batches accepted were written", hw)
 		}
 	})
 }

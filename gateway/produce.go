@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -65,11 +67,15 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 				}
 			}
 			if code == 0 {
-				b, err := s.checkBatch(rt.Topic, rp.Partition, rp.Records, req.TransactionID != nil)
+				b, err := s.checkBatch(rt.Topic, info, rp.Partition, rp.Records, req.TransactionID != nil)
 				if err != nil {
 					code = ErrorCode(err)
 					msg := err.Error()
 					sp.ErrorMessage = &msg
+					var re *recordErrors
+					if errors.As(err, &re) {
+						sp.ErrorRecords = re.records
+					}
 				} else {
 					batches = append(batches, b)
 					slots = append(slots, slot{ti, len(st.Partitions)})
@@ -122,9 +128,10 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 }
 
 // checkBatch validates one partition's records as a Kafka broker does: one
-// magic-2 batch, intact, within the size limit, not a control batch, and
-// transactional exactly when the request names a transactional id.
-func (s *Server) checkBatch(topic string, partition int32, data []byte, transactional bool) (ProduceBatch, error) {
+// magic-2 batch, intact, within the size limit, not a control batch,
+// transactional exactly when the request names a transactional id, and
+// its records' timestamps within the topic's bounds.
+func (s *Server) checkBatch(topic string, info TopicInfo, partition int32, data []byte, transactional bool) (ProduceBatch, error) {
 	if len(data) > s.cfg.MaxMessageBytes {
 		return ProduceBatch{}, kerr.MessageTooLarge
 	}
@@ -147,6 +154,9 @@ func (s *Server) checkBatch(topic string, partition int32, data []byte, transact
 	case h.Transactional() && h.ProducerID < 0:
 		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a transactional batch needs a producer id")
 	}
+	if err := s.checkTimestamps(info, h, data, time.Now().UnixMilli()); err != nil {
+		return ProduceBatch{}, err
+	}
 	return ProduceBatch{
 		Topic: topic, Partition: partition, Data: data,
 		LastOffsetDelta: h.LastOffsetDelta, MaxTimestamp: h.MaxTimestamp,
@@ -154,6 +164,51 @@ func (s *Server) checkBatch(topic string, partition int32, data []byte, transact
 		NumRecords: h.NumRecords,
 	}, nil
 }
+
+// checkTimestamps applies the topic's message.timestamp.after.max.ms and
+// before.max.ms to the batch's records against now, the node's clock, as
+// Kafka's broker does on append: any record out of range fails the batch
+// with INVALID_TIMESTAMP, each such record named in the answer. Records
+// without a timestamp pass.
+func (s *Server) checkTimestamps(info TopicInfo, h records.Header, data []byte, now int64) error {
+	after := topicLong(info, "message.timestamp.after.max.ms")
+	before := topicLong(info, "message.timestamp.before.max.ms")
+	out := func(ts int64) bool { return ts != records.NoTimestamp && (now-ts > before || ts-now > after) }
+	if !out(h.MinRecordTimestamp) && !out(h.MaxRecordTimestamp) {
+		return nil
+	}
+	// The rare path: decode the records to name the ones out of range.
+	_, recs, err := records.Records(data, int(s.cfg.MaxFrameBytes))
+	if err != nil {
+		return batchError(err)
+	}
+	re := &recordErrors{code: kerr.InvalidTimestamp}
+	for i, r := range recs {
+		if !out(r.Timestamp) {
+			continue
+		}
+		msg := fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+			r.Timestamp, i, now-before, now+after)
+		e := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+		e.RelativeOffset, e.ErrorMessage = int32(i), &msg
+		re.records = append(re.records, e)
+		if re.msg == "" {
+			re.msg = msg
+		}
+	}
+	return re
+}
+
+// recordErrors fails a batch for some of its records (KIP-467's
+// record_errors).
+type recordErrors struct {
+	code    *kerr.Error
+	msg     string
+	records []kmsg.ProduceResponseTopicPartitionErrorRecord
+}
+
+func (e *recordErrors) Error() string { return e.msg }
+func (e *recordErrors) Unwrap() error { return e.code }
 
 // wholeBatches is data up to its last whole batch, by the batches' length
 // fields, as Kafka's reader finds batches: a batch cut short ends them and

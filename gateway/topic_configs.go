@@ -101,27 +101,32 @@ var topicConfigs = map[string]topicConfig{
 	// topic keeps every record (retention.ms and retention.bytes apply with
 	// "delete" only, as in Kafka), which reads back as a log whose cleaner
 	// has not run yet. Kafka Streams creates its changelogs so.
-	"cleanup.policy":                 {"delete", configList, listOf("", "delete", "compact")},
-	"compression.type":               {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
-	"delete.retention.ms":            {"86400000", configLong, intRange(0, maxInt64)},
-	"file.delete.delay.ms":           {"60000", configLong, intRange(0, maxInt64)},
-	"flush.messages":                 {"9223372036854775807", configLong, intRange(1, maxInt64)},
-	"flush.ms":                       {"9223372036854775807", configLong, intRange(0, maxInt64)},
-	"index.interval.bytes":           {"4096", configInt, intRange(0, 1<<31-1)},
-	"max.compaction.lag.ms":          {"9223372036854775807", configLong, intRange(1, maxInt64)},
-	"max.message.bytes":              {"1048588", configInt, intRange(0, 1<<31-1)},
-	"message.timestamp.type":         {"CreateTime", configString, oneOf("CreateTime")},
-	"min.cleanable.dirty.ratio":      {"0.5", configDouble, floatRange(0, 1)},
-	"min.compaction.lag.ms":          {"0", configLong, intRange(0, maxInt64)},
-	"min.insync.replicas":            {"1", configInt, intRange(1, 1<<31-1)},
-	"preallocate":                    {"false", configBoolean, oneOf("true", "false")},
-	"retention.bytes":                {"-1", configLong, intRange(-1, maxInt64)},
-	"retention.ms":                   {"604800000", configLong, intRange(-1, maxInt64)},
-	"segment.bytes":                  {"67108864", configInt, intRange(14, 1<<31-1)},
-	"segment.index.bytes":            {"10485760", configInt, intRange(4, 1<<31-1)},
-	"segment.jitter.ms":              {"0", configLong, intRange(0, maxInt64)},
-	"segment.ms":                     {"604800000", configLong, intRange(1, maxInt64)},
-	"unclean.leader.election.enable": {"false", configBoolean, oneOf("true", "false")},
+	"cleanup.policy":        {"delete", configList, listOf("", "delete", "compact")},
+	"compression.type":      {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
+	"delete.retention.ms":   {"86400000", configLong, intRange(0, maxInt64)},
+	"file.delete.delay.ms":  {"60000", configLong, intRange(0, maxInt64)},
+	"flush.messages":        {"9223372036854775807", configLong, intRange(1, maxInt64)},
+	"flush.ms":              {"9223372036854775807", configLong, intRange(0, maxInt64)},
+	"index.interval.bytes":  {"4096", configInt, intRange(0, 1<<31-1)},
+	"max.compaction.lag.ms": {"9223372036854775807", configLong, intRange(1, maxInt64)},
+	"max.message.bytes":     {"1048588", configInt, intRange(0, 1<<31-1)},
+	// A record more than after.max.ms ahead of the node's clock, or more
+	// than before.max.ms behind it, is INVALID_TIMESTAMP (Kafka 4's
+	// defaults: an hour ahead, any age).
+	"message.timestamp.after.max.ms":  {"3600000", configLong, intRange(0, maxInt64)},
+	"message.timestamp.before.max.ms": {"9223372036854775807", configLong, intRange(0, maxInt64)},
+	"message.timestamp.type":          {"CreateTime", configString, oneOf("CreateTime")},
+	"min.cleanable.dirty.ratio":       {"0.5", configDouble, floatRange(0, 1)},
+	"min.compaction.lag.ms":           {"0", configLong, intRange(0, maxInt64)},
+	"min.insync.replicas":             {"1", configInt, intRange(1, 1<<31-1)},
+	"preallocate":                     {"false", configBoolean, oneOf("true", "false")},
+	"retention.bytes":                 {"-1", configLong, intRange(-1, maxInt64)},
+	"retention.ms":                    {"604800000", configLong, intRange(-1, maxInt64)},
+	"segment.bytes":                   {"67108864", configInt, intRange(14, 1<<31-1)},
+	"segment.index.bytes":             {"10485760", configInt, intRange(4, 1<<31-1)},
+	"segment.jitter.ms":               {"0", configLong, intRange(0, maxInt64)},
+	"segment.ms":                      {"604800000", configLong, intRange(1, maxInt64)},
+	"unclean.leader.election.enable":  {"false", configBoolean, oneOf("true", "false")},
 }
 
 // checkTopicConfigs validates configs given at create or alter time. The
@@ -261,4 +266,15 @@ func (s *Server) alterTopicConfigs(ctx context.Context, name string, configs map
 		return &alterAnswer{code: ErrorCode(err), msg: err.Error()}
 	}
 	return nil
+}
+
+// topicLong is a topic's long config: its own value, else the default.
+func topicLong(info TopicInfo, name string) int64 {
+	if v, ok := info.Configs[name]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	n, _ := strconv.ParseInt(topicConfigs[name].def, 10, 64)
+	return n
 }

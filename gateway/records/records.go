@@ -91,7 +91,15 @@ type Header struct {
 	ProducerEpoch        int16
 	BaseSequence         int32
 	NumRecords           int32
+
+	// MinRecordTimestamp and MaxRecordTimestamp bound the records' own
+	// timestamps, those without one (-1) left out; -1 when no record has
+	// one. Validate and Records set them from the records, not the header.
+	MinRecordTimestamp, MaxRecordTimestamp int64
 }
+
+// NoTimestamp is a record's timestamp when it has none.
+const NoTimestamp = -1
 
 // Compression returns the batch codec.
 func (h Header) Compression() Codec { return Codec(h.Attributes & attrCodecMask) }
@@ -284,6 +292,7 @@ func Records(b []byte, maxUncompressed int) (Header, []Record, error) {
 // parseRecords checks that p holds exactly h.NumRecords well-formed records
 // with offset deltas 0..n-1, appending them to out when out is non-nil.
 func parseRecords(p []byte, h *Header, out *[]Record) error {
+	h.MinRecordTimestamp, h.MaxRecordTimestamp = NoTimestamp, NoTimestamp
 	i := 0
 	for idx := int32(0); idx < h.NumRecords; idx++ {
 		if i >= len(p) {
@@ -346,11 +355,19 @@ func parseRecords(p []byte, h *Header, out *[]Record) error {
 		if j != len(r) {
 			return fmt.Errorf("%w: record %d: %d bytes after the headers", ErrInvalidRecord, idx, len(r)-j)
 		}
-		if out != nil {
-			ts := h.FirstTimestamp + tsDelta
-			if h.LogAppendTime() {
-				ts = h.MaxTimestamp
+		ts := h.FirstTimestamp + tsDelta
+		if h.LogAppendTime() {
+			ts = h.MaxTimestamp
+		}
+		if ts != NoTimestamp {
+			if h.MinRecordTimestamp == NoTimestamp || ts < h.MinRecordTimestamp {
+				h.MinRecordTimestamp = ts
 			}
+			if h.MaxRecordTimestamp == NoTimestamp || ts > h.MaxRecordTimestamp {
+				h.MaxRecordTimestamp = ts
+			}
+		}
+		if out != nil {
 			*out = append(*out, Record{
 				Offset:     h.BaseOffset + int64(idx),
 				Timestamp:  ts,
