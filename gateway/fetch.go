@@ -253,11 +253,11 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, denied m
 	total := 0
 	for i := range reads {
 		r := &reads[i]
-		r.sp.HighWatermark, r.sp.LastStableOffset, r.sp.LogStartOffset = r.res.HighWatermark, r.res.HighWatermark, r.res.LogStartOffset
 		if r.err != nil {
-			r.sp.ErrorCode = ErrorCode(r.err)
+			r.sp.ErrorCode = ErrorCode(r.err) // offsets stay -1, as Kafka answers an error
 			continue
 		}
+		r.sp.HighWatermark, r.sp.LastStableOffset, r.sp.LogStartOffset = r.res.HighWatermark, r.res.HighWatermark, r.res.LogStartOffset
 		if s.txnBackend != nil {
 			s.stabilize(r, req.IsolationLevel == readCommitted)
 		}

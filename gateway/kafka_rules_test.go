@@ -229,3 +229,29 @@ func TestProduceTimestampBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestFetchOutOfRangeAnswersNoOffsets: a fetch before the log start or
+// past the high watermark is OFFSET_OUT_OF_RANGE with the partition's
+// offsets -1, as Kafka answers any partition error.
+func TestFetchOutOfRangeAnswersNoOffsets(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		if resp := c.do(createTopicsReq(false, newTopic(topic, 1))).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+			t.Fatalf("create %s: code %d", topic, resp.Topics[0].ErrorCode)
+		}
+		if p := produceRaw(t, c, topic, build(t, plainBuilder(), valueRecords("v", 3))); p.ErrorCode != 0 {
+			t.Fatalf("produce: code %d", p.ErrorCode)
+		}
+		for _, offset := range []int64{-1, 4, 1000} {
+			p := fetchRaw(t, c, topic, offset)
+			if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.HighWatermark != -1 || p.LastStableOffset != -1 || p.LogStartOffset != -1 {
+				t.Errorf("fetch at %d: code %d, high watermark %d, last stable %d, log start %d; want OFFSET_OUT_OF_RANGE (1) and -1 for each offset",
+					offset, p.ErrorCode, p.HighWatermark, p.LastStableOffset, p.LogStartOffset)
+			}
+		}
+		if p := fetchRaw(t, c, topic, 3); p.ErrorCode != 0 || p.HighWatermark != 3 || p.LogStartOffset != 0 {
+			t.Errorf("fetch at the high watermark: code %d, high watermark %d, log start %d; want 0, 3, 0", p.ErrorCode, p.HighWatermark, p.LogStartOffset)
+		}
+	})
+}
