@@ -351,8 +351,11 @@ func TestRetentionHonoursLoweredRetentionMs(t *testing.T) {
 	if want := segs[0].Base; len(segs) != 1 || start != want {
 		t.Errorf("log start %d with %d segments left (first at %d): want only the active segment", start, len(segs), want)
 	}
-	if sp := fetchRaw(t, c, "ret-ms", 0); sp.ErrorCode != kerr.OffsetOutOfRange.Code || sp.LogStartOffset != start {
-		t.Errorf("fetch at 0 after retention: error %d, log start %d (want %d)", sp.ErrorCode, sp.LogStartOffset, start)
+	if sp := fetchRaw(t, c, "ret-ms", 0); sp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Errorf("fetch at 0 after retention: error %d, want OFFSET_OUT_OF_RANGE", sp.ErrorCode)
+	}
+	if lo := listOffset(t, c, "ret-ms", -2); lo.ErrorCode != 0 || lo.Offset != start {
+		t.Errorf("earliest offset after retention: error %d, offset %d (want %d)", lo.ErrorCode, lo.Offset, start)
 	}
 	if hw := highWatermark(t, c, "ret-ms"); hw != 12 {
 		t.Errorf("high watermark %d, want 12", hw)

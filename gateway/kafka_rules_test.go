@@ -253,5 +253,20 @@ func TestFetchOutOfRangeAnswersNoOffsets(t *testing.T) {
 		if p := fetchRaw(t, c, topic, 3); p.ErrorCode != 0 || p.HighWatermark != 3 || p.LogStartOffset != 0 {
 			t.Errorf("fetch at the high watermark: code %d, high watermark %d, log start %d; want 0, 3, 0", p.ErrorCode, p.HighWatermark, p.LogStartOffset)
 		}
+		// Below a log start that DeleteRecords moved up.
+		dr := kmsg.NewPtrDeleteRecordsRequest()
+		dr.Version, dr.TimeoutMillis = 2, 10000
+		dt := kmsg.NewDeleteRecordsRequestTopic()
+		dt.Topic = topic
+		dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		dp.Partition, dp.Offset = 0, 2
+		dt.Partitions = append(dt.Partitions, dp)
+		dr.Topics = append(dr.Topics, dt)
+		if p := c.do(dr).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LowWatermark != 2 {
+			t.Fatalf("delete records below 2: code %d, low watermark %d", p.ErrorCode, p.LowWatermark)
+		}
+		if p := fetchRaw(t, c, topic, 1); p.ErrorCode != kerr.OffsetOutOfRange.Code || p.HighWatermark != -1 || p.LogStartOffset != -1 {
+			t.Errorf("fetch at 1, below the log start 2: code %d, high watermark %d, log start %d; want OFFSET_OUT_OF_RANGE (1), -1, -1", p.ErrorCode, p.HighWatermark, p.LogStartOffset)
+		}
 	})
 }
