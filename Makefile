@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real fuzz fuzz-long bench bench-short failover-bench chaos chaos-short chaos-raft lint deps clean
+.PHONY: build run test unit e2e e2e-iggy e2e-iggy-real kafka-rules fuzz fuzz-long bench bench-short failover-bench chaos chaos-short chaos-raft lint deps clean
 
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
@@ -29,6 +29,7 @@ test: deps build lint
 	GO='$(GO)' ./scripts/go-test.sh -race -count=1 -timeout 45m ./...
 	KGATE_E2E_BACKEND=iggy GO='$(GO)' ./scripts/go-test.sh -race -count=1 -timeout 60m -run '$(IGGY_E2E)|TestKafkaTools' ./test/e2e/
 	$(MAKE) e2e-iggy-real
+	$(MAKE) kafka-rules
 	$(MAKE) chaos-short
 	$(MAKE) bench-short
 	$(MAKE) fuzz
@@ -69,6 +70,12 @@ endif
 # failover-bench, on loads small enough for a minute or two each, so that the
 # scripts, kgate-bench and the comparison servers keep working end to end.
 # Its figures mean nothing.
+# The gateway's request-level rules (the tests that run on groupTargets)
+# against a fresh Apache Kafka broker as well as kgate: the codes they
+# expect are Kafka's own (scripts/kafka-rules.sh).
+kafka-rules:
+	GO='$(GO)' ./scripts/kafka-rules.sh
+
 bench-short: build
 	BENCH_KILLS=2 BENCH_CLUSTER_RECORDS=20000 BENCH_JOINSTORM_ARGS='-members 50' \
 		BENCH_GROUPS_ARGS='-members 200 -groups 20 -settle 1s -window 5s' \

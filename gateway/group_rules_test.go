@@ -25,7 +25,8 @@ func groupTargets(t *testing.T, run func(t *testing.T, addr string)) {
 		t.Run("kafka", func(t *testing.T) {
 			for _, name := range []string{"a", "b"} {
 				c := dialRaw(t, addr)
-				c.do(createTopicsReq(false, newTopic(name, 1)))
+				c.do(createTopicsReq(false, newTopic(name, 1))) // or it exists already
+				awaitLeader(t, c, name)
 			}
 			run(t, addr)
 		})

@@ -25,6 +25,39 @@ func uniqueTopic(t *testing.T) string {
 	return fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
 }
 
+// createTopics creates topics and waits until each one's partition 0
+// answers at its leader (a broker answers NOT_LEADER_OR_FOLLOWER for a
+// moment after CreateTopics).
+func createTopics(t *testing.T, c *rawConn, topics ...kmsg.CreateTopicsRequestTopic) {
+	t.Helper()
+	resp := c.do(createTopicsReq(false, topics...)).(*kmsg.CreateTopicsResponse)
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode != 0 {
+			t.Fatalf("create %s: code %d", rt.Topic, rt.ErrorCode)
+		}
+	}
+	for _, tp := range topics {
+		awaitLeader(t, c, tp.Topic)
+	}
+}
+
+// awaitLeader waits until the topic's partition 0 answers at its leader.
+func awaitLeader(t *testing.T, c *rawConn, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for {
+		resp := c.do(listOffsetsReq(8, topic, -1)).(*kmsg.ListOffsetsResponse)
+		code := resp.Topics[0].Partitions[0].ErrorCode
+		if code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: partition 0 answers code %d", topic, code)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll bounded by the deadline
+	}
+}
+
 func TestCreateTopicsNameGivenTwiceIsAnsweredOnce(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
@@ -164,9 +197,7 @@ func TestProduceKeepsOnlyWholeBatches(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
 		topic := uniqueTopic(t)
-		if resp := c.do(createTopicsReq(false, newTopic(topic, 1))).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
-			t.Fatalf("create %s: code %d", topic, resp.Topics[0].ErrorCode)
-		}
+		createTopics(t, c, newTopic(topic, 1))
 		whole := build(t, plainBuilder(), valueRecords("w", 1))
 		for what, data := range map[string][]byte{"3 bytes": whole[:3], "a cut batch": whole[:30], "a batch one byte short": whole[:len(whole)-1]} {
 			if p := produceRaw(t, c, topic, data); p.ErrorCode != kerr.InvalidRecord.Code {
@@ -192,12 +223,7 @@ func TestProduceTimestampBounds(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
 		topic, strict := uniqueTopic(t), uniqueTopic(t)+"-strict"
-		resp := c.do(createTopicsReq(false, newTopic(topic, 1), newTopic(strict, 1, "message.timestamp.before.max.ms", "60000", "message.timestamp.after.max.ms", "0"))).(*kmsg.CreateTopicsResponse)
-		for _, rt := range resp.Topics {
-			if rt.ErrorCode != 0 {
-				t.Fatalf("create %s: code %d", rt.Topic, rt.ErrorCode)
-			}
-		}
+		createTopics(t, c, newTopic(topic, 1), newTopic(strict, 1, "message.timestamp.before.max.ms", "60000", "message.timestamp.after.max.ms", "0"))
 		now := time.Now()
 		at := func(ds ...time.Duration) []byte {
 			recs := make([]records.Record, len(ds))
@@ -237,9 +263,7 @@ func TestFetchOutOfRangeAnswersNoOffsets(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
 		topic := uniqueTopic(t)
-		if resp := c.do(createTopicsReq(false, newTopic(topic, 1))).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
-			t.Fatalf("create %s: code %d", topic, resp.Topics[0].ErrorCode)
-		}
+		createTopics(t, c, newTopic(topic, 1))
 		if p := produceRaw(t, c, topic, build(t, plainBuilder(), valueRecords("v", 3))); p.ErrorCode != 0 {
 			t.Fatalf("produce: code %d", p.ErrorCode)
 		}
