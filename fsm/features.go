@@ -64,10 +64,15 @@ const (
 	// aborted transactions of partitions outside the FSM that ended below
 	// the partition's log start (Iggy's retention removed their records).
 	LevelPruneExtAborted Level = 11
+	// LevelLogAppendTime: an Append to a topic whose
+	// message.timestamp.type is LogAppendTime stamps each batch with the
+	// command's time, as Kafka's broker does (below this level no topic may
+	// have it, so no replica stamps).
+	LevelLogAppendTime Level = 12
 
 	// LatestLevel is the highest level this binary can apply. Raise it
 	// with every new level.
-	LatestLevel = LevelPruneExtAborted
+	LatestLevel = LevelLogAppendTime
 )
 
 // ErrFeatureDisabled is returned for a command the cluster's feature level

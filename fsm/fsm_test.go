@@ -57,7 +57,11 @@ func commandLog(seed uint64, n int) [][]byte {
 		case k == 0:
 			var id [16]byte
 			binary.BigEndian.PutUint64(id[:], uint64(i+1)) // unique, as random ids are
-			log = append(log, Encode(&CreateTopic{Name: t, ID: id, Partitions: int32(1 + r.IntN(3)), Configs: []Config{{"retention.ms", "1000"}}}))
+			configs := []Config{{"retention.ms", "1000"}}
+			if t == "c" { // its appends stamp batches from LevelLogAppendTime on
+				configs = append(configs, Config{"message.timestamp.type", "LogAppendTime"})
+			}
+			log = append(log, Encode(&CreateTopic{Name: t, ID: id, Partitions: int32(1 + r.IntN(3)), Configs: configs}))
 		case k == 1:
 			log = append(log, Encode(&DeleteTopic{Name: t}))
 		case k == 2:

@@ -66,6 +66,14 @@ type ProduceDataReleaser interface {
 	ReleasesProduceData() bool
 }
 
+// AppendTimeBackend is a backend that can stamp batches with the time it
+// appends them (message.timestamp.type=LogAppendTime): the embedded one,
+// once every node runs a binary that does. Other backends keep create
+// times only.
+type AppendTimeBackend interface {
+	AppendTimes() bool
+}
+
 // TransactionalBackend is a backend that stores transactions (the
 // embedded one): it knows each partition's last stable offset and its
 // aborted transactions. A backend without it has no transactions, so its
@@ -119,6 +127,9 @@ type ProduceResult struct {
 	Err            error
 	BaseOffset     int64
 	LogStartOffset int64
+	// LogAppendTime is the time the batch was stamped with when its topic
+	// keeps append times; 0 or less otherwise.
+	LogAppendTime int64
 }
 
 // ReadResult is what Read found.

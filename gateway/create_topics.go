@@ -108,7 +108,7 @@ func (s *Server) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 			cfg[c.Name] = *c.Value
 		}
 	}
-	if err := checkTopicConfigs(cfg); err != nil {
+	if err := s.checkTopicConfigs(cfg); err != nil {
 		return fail(kerr.InvalidConfig, err.Error())
 	}
 	if _, exists := s.backend.Topic(t.Topic); exists {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/fsm"
 )
 
 // votersDownCluster is a leader of three voters that is in contact with
@@ -46,5 +47,29 @@ func TestCreateTopicsReplicationFactorIsTheVoters(t *testing.T) {
 	}
 	if mt := topicMeta(t, c, "rf-voters"); mt.ErrorCode != 0 || len(mt.Partitions) != 1 || len(mt.Partitions[0].Replicas) != 3 || len(mt.Partitions[0].OfflineReplicas) != 2 {
 		t.Errorf("metadata of rf-voters: %+v; want 3 replicas, 2 offline", mt)
+	}
+}
+
+// TestLogAppendTimeNeedsEveryNode: until the cluster's feature level has
+// every node stamp append times, a topic cannot be given LogAppendTime:
+// replicas would write its batches differently.
+func TestLogAppendTimeNeedsEveryNode(t *testing.T) {
+	older := fsm.LevelLogAppendTime - 1
+	n := startNodeAt(t, nil, false, &older)
+	c := dialRaw(t, n.addr)
+	resp := c.do(createTopicsReq(false, newTopic("lat", 1, "message.timestamp.type", "LogAppendTime"))).(*kmsg.CreateTopicsResponse)
+	if code := resp.Topics[0].ErrorCode; code != kerr.InvalidConfig.Code {
+		t.Fatalf("LogAppendTime below its feature level: code %d, want INVALID_CONFIG (40)", code)
+	}
+	createTopic(t, n.addr, "lat", 1, nil)
+	ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "lat"
+	ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ic.Name, ic.Value = "message.timestamp.type", kmsg.StringPtr("LogAppendTime")
+	ir.Configs = append(ir.Configs, ic)
+	ia.Resources = append(ia.Resources, ir)
+	if code := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != kerr.InvalidConfig.Code {
+		t.Fatalf("altering to LogAppendTime below its feature level: code %d, want INVALID_CONFIG (40)", code)
 	}
 }

@@ -91,7 +91,7 @@ func (s *Server) incrementalAlterResource(ctx context.Context, res kmsg.Incremen
 			changed[c.Name] = v
 		}
 	}
-	if err := checkTopicConfigs(changed); err != nil {
+	if err := s.checkTopicConfigs(changed); err != nil {
 		return failAlter(kerr.InvalidConfig, "%v", err)
 	}
 	return s.alterTopicConfigs(ctx, res.ResourceName, configs, validateOnly)

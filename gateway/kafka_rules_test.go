@@ -294,3 +294,42 @@ func TestFetchOutOfRangeAnswersNoOffsets(t *testing.T) {
 		}
 	})
 }
+
+// TestLogAppendTimeTopics: a topic with message.timestamp.type
+// LogAppendTime keeps the time each batch was appended, not the producer's
+// (no bounds apply to those): the answer carries it, and a fetched batch
+// is marked as holding append times, every record at that time. A
+// CreateTime topic answers -1.
+func TestLogAppendTimeTopics(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		appendTimes, createTimes := uniqueTopic(t), uniqueTopic(t)+"-create"
+		createTopics(t, c, newTopic(appendTimes, 1, "message.timestamp.type", "LogAppendTime"), newTopic(createTimes, 1))
+		recs := []records.Record{
+			{Timestamp: 1000, Value: []byte("ancient")},
+			{Timestamp: time.Now().Add(2 * time.Hour).UnixMilli(), Value: []byte("ahead")},
+		}
+		before := time.Now().Add(-time.Second).UnixMilli()
+		p := produceRaw(t, c, appendTimes, build(t, plainBuilder(), recs))
+		after := time.Now().Add(time.Second).UnixMilli()
+		if p.ErrorCode != 0 || p.LogAppendTime < before || p.LogAppendTime > after {
+			t.Fatalf("produce: code %d, log append time %d; want 0 and a time in [%d, %d]", p.ErrorCode, p.LogAppendTime, before, after)
+		}
+		f := fetchRaw(t, c, appendTimes, 0)
+		h, err := records.ParseHeader(f.RecordBatches)
+		if f.ErrorCode != 0 || err != nil || !h.LogAppendTime() || h.MaxTimestamp != p.LogAppendTime {
+			t.Fatalf("fetched batch: code %d (%v), append-time bit %v, max timestamp %d; want the bit and %d", f.ErrorCode, err, h.LogAppendTime(), h.MaxTimestamp, p.LogAppendTime)
+		}
+		for _, r := range decodeBatches(t, f.RecordBatches) { // checks the CRC too
+			if r.Timestamp != p.LogAppendTime {
+				t.Errorf("record %q: timestamp %d, want the append time %d", r.Value, r.Timestamp, p.LogAppendTime)
+			}
+		}
+		if lo := listOffset(t, c, appendTimes, before); lo.ErrorCode != 0 || lo.Offset != 0 || lo.Timestamp != p.LogAppendTime {
+			t.Errorf("ListOffsets at %d: code %d, offset %d, timestamp %d; want offset 0 at the append time", before, lo.ErrorCode, lo.Offset, lo.Timestamp)
+		}
+		if p := produceRaw(t, c, createTimes, build(t, plainBuilder(), valueRecords("c", 1))); p.ErrorCode != 0 || p.LogAppendTime != -1 {
+			t.Errorf("produce to a CreateTime topic: code %d, log append time %d; want 0, -1", p.ErrorCode, p.LogAppendTime)
+		}
+	})
+}

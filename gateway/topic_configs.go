@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -115,7 +116,7 @@ var topicConfigs = map[string]topicConfig{
 	// defaults: an hour ahead, any age).
 	"message.timestamp.after.max.ms":  {"3600000", configLong, intRange(0, maxInt64)},
 	"message.timestamp.before.max.ms": {"9223372036854775807", configLong, intRange(0, maxInt64)},
-	"message.timestamp.type":          {"CreateTime", configString, oneOf("CreateTime")},
+	"message.timestamp.type":          {"CreateTime", configString, oneOf("CreateTime", "LogAppendTime")},
 	"min.cleanable.dirty.ratio":       {"0.5", configDouble, floatRange(0, 1)},
 	"min.compaction.lag.ms":           {"0", configLong, intRange(0, maxInt64)},
 	"min.insync.replicas":             {"1", configInt, intRange(1, 1<<31-1)},
@@ -127,6 +128,20 @@ var topicConfigs = map[string]topicConfig{
 	"segment.jitter.ms":               {"0", configLong, intRange(0, maxInt64)},
 	"segment.ms":                      {"604800000", configLong, intRange(1, maxInt64)},
 	"unclean.leader.election.enable":  {"false", configBoolean, oneOf("true", "false")},
+}
+
+// checkTopicConfigs is checkTopicConfigs and what this backend can keep:
+// append times (LogAppendTime) only where it stamps them.
+func (s *Server) checkTopicConfigs(cfg map[string]string) error {
+	if err := checkTopicConfigs(cfg); err != nil {
+		return err
+	}
+	if cfg["message.timestamp.type"] == "LogAppendTime" {
+		if ab, ok := s.backend.(AppendTimeBackend); !ok || !ab.AppendTimes() {
+			return errors.New("message.timestamp.type: LogAppendTime needs the embedded backend with every node running a kgate that stamps append times")
+		}
+	}
+	return nil
 }
 
 // checkTopicConfigs validates configs given at create or alter time. The
@@ -256,7 +271,7 @@ func (s *Server) checkAlterResource(typ int8, name string, repeated bool, config
 // alterTopicConfigs validates the new full set of a topic's dynamic configs
 // and, unless validateOnly, has the backend store it.
 func (s *Server) alterTopicConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) *alterAnswer {
-	if err := checkTopicConfigs(configs); err != nil {
+	if err := s.checkTopicConfigs(configs); err != nil {
 		return failAlter(kerr.InvalidConfig, "%v", err)
 	}
 	if validateOnly {

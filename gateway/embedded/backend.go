@@ -231,7 +231,7 @@ func (b *Backend) appendResults(out []gateway.ProduceResult, fut cluster.Future)
 	}
 	ar := res.(*fsm.AppendResults)
 	for i, r := range ar.Results {
-		out[i] = gateway.ProduceResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset}
+		out[i] = gateway.ProduceResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset, LogAppendTime: r.LogAppendTime}
 		if r.Code != 0 {
 			out[i].Err = kerr.ErrorForCode(r.Code)
 		}
@@ -245,6 +245,10 @@ func (b *Backend) partition(topic string, p int32) (*fsm.Partition, error) {
 	}
 	return part, nil
 }
+
+// AppendTimes: LogAppendTime topics once the cluster's feature level has
+// every replica stamp their batches alike.
+func (b *Backend) AppendTimes() bool { return b.fsm.FeatureLevel() >= fsm.LevelLogAppendTime }
 
 // Read returns batches from offset.
 func (b *Backend) Read(_ context.Context, topic string, p int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
