@@ -74,10 +74,14 @@ func (a access) cluster(op kmsg.ACLOperation) bool {
 }
 
 // ops is the authorized-operations bit field of a resource when the client
-// asked for it (KIP-430) and an authorizer is on; unset otherwise.
+// asked for it (KIP-430), unset otherwise: what the authorizer allows, or
+// without one every operation of the type, as Kafka answers.
 func (a access) ops(include bool, rt kmsg.ACLResourceType, name string) int32 {
-	if !include || a.az == nil {
+	switch {
+	case !include:
 		return authorizedOpsUnset
+	case a.az == nil:
+		return authz.Operations(rt)
 	}
 	return a.az.AuthorizedOperations(a.principal, a.host, rt, name)
 }

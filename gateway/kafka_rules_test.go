@@ -333,3 +333,39 @@ func TestLogAppendTimeTopics(t *testing.T) {
 		}
 	})
 }
+
+// TestAuthorizedOperationsWithoutAnAuthorizer: asked what it may do
+// (KIP-430), a client of a broker without an authorizer is told every
+// operation of the resource's type; not asked, the field stays unset.
+func TestAuthorizedOperationsWithoutAnAuthorizer(t *testing.T) {
+	const unset = -2147483648
+	// Kafka's AclEntry.supportedOperations, as bit fields.
+	const topicOps, clusterOps, groupOps = 3576, 8096, 3400
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		for _, include := range []bool{true, false} {
+			want := func(ops int32) int32 {
+				if include {
+					return ops
+				}
+				return unset
+			}
+			md := metadataReq(12, false, "a")
+			md.IncludeTopicAuthorizedOperations = include
+			if got := c.do(md).(*kmsg.MetadataResponse).Topics[0].AuthorizedOperations; got != want(topicOps) {
+				t.Errorf("Metadata, asked %v: topic operations %d, want %d", include, got, want(topicOps))
+			}
+			dc := kmsg.NewPtrDescribeClusterRequest()
+			dc.IncludeClusterAuthorizedOperations = include
+			if got := c.do(dc).(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations; got != want(clusterOps) {
+				t.Errorf("DescribeCluster, asked %v: cluster operations %d, want %d", include, got, want(clusterOps))
+			}
+			group := groupName(t, c, fmt.Sprint(include))
+			dg := kmsg.NewPtrDescribeGroupsRequest()
+			dg.Version, dg.Groups, dg.IncludeAuthorizedOperations = 5, []string{group}, include
+			if got := c.do(dg).(*kmsg.DescribeGroupsResponse).Groups[0].AuthorizedOperations; got != want(groupOps) {
+				t.Errorf("DescribeGroups, asked %v: group operations %d, want %d", include, got, want(groupOps))
+			}
+		}
+	})
+}

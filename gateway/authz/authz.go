@@ -207,14 +207,27 @@ func implies(have, want kmsg.ACLOperation) bool {
 }
 
 // operations are the operations each resource type supports, as Kafka
-// reports them in authorized-operations bit fields.
+// reports them in authorized-operations bit fields
+// (AclEntry.supportedOperations).
 var operations = map[kmsg.ACLResourceType][]kmsg.ACLOperation{
 	kmsg.ACLResourceTypeTopic: {kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDescribe,
 		kmsg.ACLOperationDelete, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs},
-	kmsg.ACLResourceTypeGroup: {kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete},
+	kmsg.ACLResourceTypeGroup: {kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete,
+		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs},
 	kmsg.ACLResourceTypeCluster: {kmsg.ACLOperationCreate, kmsg.ACLOperationClusterAction, kmsg.ACLOperationDescribeConfigs,
 		kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe},
 	kmsg.ACLResourceTypeTransactionalId: {kmsg.ACLOperationDescribe, kmsg.ACLOperationWrite},
+}
+
+// Operations is the bit field (bit n: operation code n) of every operation
+// Kafka knows for a resource type (AclEntry.supportedOperations): what a
+// broker without an authorizer answers a client that asks what it may do.
+func Operations(rt kmsg.ACLResourceType) int32 {
+	var bits int32
+	for _, op := range operations[rt] {
+		bits |= 1 << uint(op)
+	}
+	return bits
 }
 
 // AuthorizedOperations is the bit field (bit n: operation code n) of what
