@@ -369,3 +369,66 @@ func TestAuthorizedOperationsWithoutAnAuthorizer(t *testing.T) {
 		}
 	})
 }
+
+// TestTopicConfigsAsKafkaHasThem: a topic's DescribeConfigs lists the
+// configs a Kafka 4.3 topic has, and each takes the values Kafka takes
+// (IncrementalAlterConfigs, validate only): INVALID_CONFIG otherwise.
+func TestTopicConfigsAsKafkaHasThem(t *testing.T) {
+	names := []string{"cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+		"compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+		"follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+		"local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.decompressed.message.bytes",
+		"max.message.bytes", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
+		"min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "remote.log.copy.disable",
+		"remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes",
+		"segment.index.bytes", "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable"}
+	invalid := kerr.InvalidConfig.Code
+	values := []struct {
+		name, value string
+		code        int16
+	}{
+		{"compression.gzip.level", "-1", 0}, {"compression.gzip.level", "1", 0}, {"compression.gzip.level", "9", 0},
+		{"compression.gzip.level", "0", invalid}, {"compression.gzip.level", "10", invalid}, {"compression.gzip.level", "x", invalid},
+		{"compression.lz4.level", "1", 0}, {"compression.lz4.level", "17", 0}, {"compression.lz4.level", "18", invalid},
+		{"compression.zstd.level", "-131072", 0}, {"compression.zstd.level", "22", 0}, {"compression.zstd.level", "23", invalid},
+		{"leader.replication.throttled.replicas", "", 0}, {"leader.replication.throttled.replicas", " * ", 0},
+		{"leader.replication.throttled.replicas", "0:1, 1:2", 0}, {"leader.replication.throttled.replicas", "*,0:1", invalid},
+		{"follower.replication.throttled.replicas", "0:1:2", invalid}, {"follower.replication.throttled.replicas", "x:y", invalid},
+		{"local.retention.ms", "-2", 0}, {"local.retention.ms", "-3", invalid}, {"local.retention.bytes", "1000", 0},
+		{"max.decompressed.message.bytes", "1", 0}, {"max.decompressed.message.bytes", "2147483639", 0},
+		{"max.decompressed.message.bytes", "0", invalid}, {"max.decompressed.message.bytes", "2147483640", invalid},
+		{"remote.log.copy.disable", "true", 0}, {"remote.log.copy.disable", "yes", invalid},
+		{"remote.storage.enable", "false", 0}, {"remote.storage.enable", "true", invalid},
+	}
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		createTopics(t, c, newTopic(topic, 1))
+		dc := kmsg.NewPtrDescribeConfigsRequest()
+		dc.Version = 4
+		dr := kmsg.NewDescribeConfigsRequestResource()
+		dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+		dc.Resources = append(dc.Resources, dr)
+		var got []string
+		for _, cfg := range c.do(dc).(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+			got = append(got, cfg.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, names) {
+			t.Errorf("described configs %v; want %v", got, names)
+		}
+		for _, v := range values {
+			ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			ia.Version, ia.ValidateOnly = 1, true
+			ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+			ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			ic.Name, ic.Value = v.name, kmsg.StringPtr(v.value)
+			ir.Configs = append(ir.Configs, ic)
+			ia.Resources = append(ia.Resources, ir)
+			if code := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != v.code {
+				t.Errorf("%s=%q: code %d, want %d", v.name, v.value, code, v.code)
+			}
+		}
+	})
+}

@@ -80,6 +80,41 @@ func listOf(why string, allowed ...string) func(string) error {
 	}
 }
 
+// either accepts what any of its validators accepts.
+func either(vs ...func(string) error) func(string) error {
+	return func(v string) error {
+		var first error
+		for _, f := range vs {
+			err := f(v)
+			if err == nil {
+				return nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+}
+
+// throttledReplicas accepts Kafka's throttled replica lists: empty, "*",
+// or partition:broker pairs.
+func throttledReplicas(v string) error {
+	items := splitList(v)
+	if len(items) == 1 && items[0] == "*" {
+		return nil
+	}
+	for _, it := range items {
+		p, b, ok := strings.Cut(it, ":")
+		_, perr := strconv.ParseUint(p, 10, 31)
+		_, berr := strconv.ParseUint(b, 10, 31)
+		if !ok || perr != nil || berr != nil {
+			return fmt.Errorf("%q: must be empty, * or partition:broker pairs", v)
+		}
+	}
+	return nil
+}
+
 // splitList splits a LIST config value as Kafka does: on commas, items
 // trimmed, empty items dropped.
 func splitList(v string) []string {
@@ -94,23 +129,34 @@ func splitList(v string) []string {
 
 const maxInt64 = int64(^uint64(0) >> 1)
 
-// topicConfigs lists the topic configs kgate accepts. retention.ms,
-// retention.bytes and segment.bytes are enforced; the rest are stored and
-// reported so tools that set them keep working.
+// topicConfigs lists the topic configs kgate accepts, with Kafka 4's
+// defaults and value checks. retention.ms, retention.bytes and
+// segment.bytes are enforced, the message.timestamp ones apply on produce;
+// the rest are stored and reported so tools that set them keep working
+// (kgate keeps batches as their producer compressed them, so the codec
+// levels change nothing, and it has no remote storage to enable).
 var topicConfigs = map[string]topicConfig{
 	// cleanup.policy=compact is accepted and never compacts: a compact-only
 	// topic keeps every record (retention.ms and retention.bytes apply with
 	// "delete" only, as in Kafka), which reads back as a log whose cleaner
 	// has not run yet. Kafka Streams creates its changelogs so.
-	"cleanup.policy":        {"delete", configList, listOf("", "delete", "compact")},
-	"compression.type":      {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
-	"delete.retention.ms":   {"86400000", configLong, intRange(0, maxInt64)},
-	"file.delete.delay.ms":  {"60000", configLong, intRange(0, maxInt64)},
-	"flush.messages":        {"9223372036854775807", configLong, intRange(1, maxInt64)},
-	"flush.ms":              {"9223372036854775807", configLong, intRange(0, maxInt64)},
-	"index.interval.bytes":  {"4096", configInt, intRange(0, 1<<31-1)},
-	"max.compaction.lag.ms": {"9223372036854775807", configLong, intRange(1, maxInt64)},
-	"max.message.bytes":     {"1048588", configInt, intRange(0, 1<<31-1)},
+	"cleanup.policy":                          {"delete", configList, listOf("", "delete", "compact")},
+	"compression.gzip.level":                  {"-1", configInt, either(oneOf("-1"), intRange(1, 9))},
+	"compression.lz4.level":                   {"9", configInt, intRange(1, 17)},
+	"compression.type":                        {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
+	"compression.zstd.level":                  {"3", configInt, intRange(-131072, 22)},
+	"delete.retention.ms":                     {"86400000", configLong, intRange(0, maxInt64)},
+	"file.delete.delay.ms":                    {"60000", configLong, intRange(0, maxInt64)},
+	"flush.messages":                          {"9223372036854775807", configLong, intRange(1, maxInt64)},
+	"flush.ms":                                {"9223372036854775807", configLong, intRange(0, maxInt64)},
+	"follower.replication.throttled.replicas": {"", configList, throttledReplicas},
+	"index.interval.bytes":                    {"4096", configInt, intRange(0, 1<<31-1)},
+	"leader.replication.throttled.replicas":   {"", configList, throttledReplicas},
+	"local.retention.bytes":                   {"-2", configLong, intRange(-2, maxInt64)},
+	"local.retention.ms":                      {"-2", configLong, intRange(-2, maxInt64)},
+	"max.compaction.lag.ms":                   {"9223372036854775807", configLong, intRange(1, maxInt64)},
+	"max.decompressed.message.bytes":          {"2147483639", configInt, intRange(1, 2147483639)},
+	"max.message.bytes":                       {"1048588", configInt, intRange(0, 1<<31-1)},
 	// A record more than after.max.ms ahead of the node's clock, or more
 	// than before.max.ms behind it, is INVALID_TIMESTAMP (Kafka 4's
 	// defaults: an hour ahead, any age).
@@ -121,6 +167,9 @@ var topicConfigs = map[string]topicConfig{
 	"min.compaction.lag.ms":           {"0", configLong, intRange(0, maxInt64)},
 	"min.insync.replicas":             {"1", configInt, intRange(1, 1<<31-1)},
 	"preallocate":                     {"false", configBoolean, oneOf("true", "false")},
+	"remote.log.copy.disable":         {"false", configBoolean, oneOf("true", "false")},
+	"remote.log.delete.on.disable":    {"false", configBoolean, oneOf("true", "false")},
+	"remote.storage.enable":           {"false", configBoolean, oneOf("false")},
 	"retention.bytes":                 {"-1", configLong, intRange(-1, maxInt64)},
 	"retention.ms":                    {"604800000", configLong, intRange(-1, maxInt64)},
 	"segment.bytes":                   {"67108864", configInt, intRange(14, 1<<31-1)},
