@@ -48,6 +48,17 @@ func TestCreateTopicsReplicationFactorIsTheVoters(t *testing.T) {
 	if mt := topicMeta(t, c, "rf-voters"); mt.ErrorCode != 0 || len(mt.Partitions) != 1 || len(mt.Partitions[0].Replicas) != 3 || len(mt.Partitions[0].OfflineReplicas) != 2 {
 		t.Errorf("metadata of rf-voters: %+v; want 3 replicas, 2 offline", mt)
 	}
+	// The broker's default replication factor says the same.
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Version = 4
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ConfigNames = kmsg.ConfigResourceTypeBroker, []string{"default.replication.factor", "offsets.topic.replication.factor"}
+	dc.Resources = append(dc.Resources, dr)
+	for _, cfg := range c.do(dc).(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+		if v := cfg.Value; v == nil || *v != "3" {
+			t.Errorf("broker config %s = %q, want 3 (the voters)", cfg.Name, derefOr(v, "null"))
+		}
+	}
 }
 
 // TestLogAppendTimeNeedsEveryNode: until the cluster's feature level has
@@ -72,4 +83,11 @@ func TestLogAppendTimeNeedsEveryNode(t *testing.T) {
 	if code := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != kerr.InvalidConfig.Code {
 		t.Fatalf("altering to LogAppendTime below its feature level: code %d, want INVALID_CONFIG (40)", code)
 	}
+}
+
+func derefOr(p *string, or string) string {
+	if p == nil {
+		return or
+	}
+	return *p
 }

@@ -86,8 +86,11 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Reply {
 			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), 3, sourceStaticBroker, true)
 			add("message.max.bytes", strconv.Itoa(s.cfg.MaxMessageBytes), 3, sourceStaticBroker, true)
 			add("socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes)), 3, sourceStaticBroker, true)
-			add("default.replication.factor", "1", 3, sourceDefault, true)
-			add("offsets.topic.replication.factor", "1", 4, sourceDefault, true)
+			// A topic's replicas, group offsets' too, are the Raft voters:
+			// what a replication factor of -1 gives.
+			rf := strconv.Itoa(replicationFactor(s.cluster))
+			add("default.replication.factor", rf, 3, sourceDefault, true)
+			add("offsets.topic.replication.factor", rf, 4, sourceDefault, true)
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			msg := "kgate describes topic and broker configs only"
