@@ -97,6 +97,13 @@ type pushState struct {
 	// LastIndex is the sender's Raft log end: the leader promotes a
 	// non-voter once it has caught up (reconcile).
 	LastIndex uint64 `json:"li,omitempty"`
+	// LeaderID and LeaderHeardMs: the leader the sender follows and how
+	// long before the push-pull it last heard from it, in milliseconds;
+	// nil on a leader, a node that knows none, or an older binary. A
+	// follower whose leader's connections ended asks before it stands
+	// for election (Node.stand).
+	LeaderID      int32  `json:"ld,omitempty"`
+	LeaderHeardMs *int64 `json:"lh,omitempty"`
 }
 
 func nodeName(id int32) string { return "kgate-" + strconv.Itoa(int(id)) }
@@ -225,6 +232,12 @@ func (g *gossip) LocalState(join bool) []byte {
 		return b
 	}
 	ps := pushState{nodeMeta: g.localMeta(), Version: 1, LastIndex: g.n.raft.LastIndex()}
+	if _, id := g.n.raft.LeaderWithID(); g.n.raft.State() == raft.Follower && id != "" {
+		if lid, err := strconv.Atoi(string(id)); err == nil {
+			ago := time.Since(g.n.raft.LastContact()).Milliseconds()
+			ps.LeaderID, ps.LeaderHeardMs = int32(lid), &ago
+		}
+	}
 	if g.n.raft.State() == raft.Leader {
 		ps.Voters = []int32{}
 		for _, v := range g.n.Voters() {

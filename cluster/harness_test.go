@@ -187,6 +187,12 @@ type cutStream struct {
 	// connClosed is told when an accepted connection ends, as the TCP
 	// transport's watched connections tell the node.
 	connClosed func()
+	// cutPeers: the Raft addresses this node's links to are cut (one link
+	// of a partition; cutLink cuts both ends): dials to them are refused,
+	// and the connections dialled to them closed. dialed: where each
+	// connection this node dialled goes.
+	cutPeers map[string]bool
+	dialed   map[net.Conn]string
 }
 
 type trackedConn struct {
@@ -267,7 +273,7 @@ func (s *cutStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 		return c, err
 	}
 	s.mu.Lock()
-	cut := s.cut
+	cut := s.cut || s.cutPeers[string(addr)]
 	s.mu.Unlock()
 	if cut {
 		return nil, errors.New("test: network cut")
@@ -277,9 +283,42 @@ func (s *cutStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 		return nil, err
 	}
 	if tc, ok := s.track(c); ok {
+		s.mu.Lock()
+		if s.dialed == nil {
+			s.dialed = map[net.Conn]string{}
+		}
+		s.dialed[c] = string(addr)
+		s.mu.Unlock()
 		return tc, nil
 	}
 	return nil, errors.New("test: network cut")
+}
+
+// setPeerCut cuts this node's link to the node at the Raft address peer
+// (closing the connections it dialled there) or restores it.
+func (s *cutStream) setPeerCut(peer string, cut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cutPeers == nil {
+		s.cutPeers = map[string]bool{}
+	}
+	s.cutPeers[peer] = cut
+	if !cut {
+		return
+	}
+	for c, to := range s.dialed {
+		if to == peer {
+			c.Close()
+			delete(s.dialed, c)
+		}
+	}
+}
+
+// cutLink cuts the Raft link between a and b, both ends, or restores it.
+func cutLink(t *testing.T, a, b *testNode, cut bool) {
+	t.Helper()
+	streamOf(t, a.raftAddr).setPeerCut(b.raftAddr, cut)
+	streamOf(t, b.raftAddr).setPeerCut(a.raftAddr, cut)
 }
 
 func (s *cutStream) Close() error { return s.ln.Close() }

@@ -244,10 +244,23 @@ func (n *Node) stand() {
 		n.log.Info("not standing for election: too few voters answer", "answered", answered, "voters", voters)
 		return
 	}
+	// Only this node's links to the leader may have gone (a partition
+	// that leaves the others in touch with it): then the leader lives,
+	// and standing would depose it for nothing (the fault campaign's
+	// bridge partitions: an election at every cut, and a librdkafka
+	// member's session lost to it). Another voter that heard from the
+	// leader much more recently than this node did says so; in a leader's
+	// death all of them lost it at about the same time.
+	since := time.Since(n.raft.LastContact())
+	if v, ago, ok := n.leaderHeardAmong(others, leader, since/2); ok {
+		n.log.Info("not standing for election: another voter hears the leader", "voter", v, "leader", leader,
+			"heard_ms_ago", ago, "since_last_contact", since.Round(time.Millisecond))
+		return
+	}
 	if n.raft.CurrentTerm() != term || n.raft.State() != raft.Follower || n.inContact() {
 		return // a vote request came meanwhile
 	}
-	since := time.Since(n.raft.LastContact())
+	since = time.Since(n.raft.LastContact())
 	req := &raft.TimeoutNowRequest{RPCHeader: n.rpcHeader(self)}
 	var err error
 	select {
@@ -328,6 +341,56 @@ func (n *Node) newerTermAmong(voters []raft.Server, term uint64) (id raft.Server
 		}
 	}
 	return "", false, answered
+}
+
+// leaderHeardAmong asks voters, by a gossip push-pull each, when they
+// last heard from leader, and reports one that did less than within ago.
+// Voters that do not answer within a quarter of the heartbeat timeout,
+// follow another leader or run a binary that does not say count as not
+// hearing it.
+func (n *Node) leaderHeardAmong(voters []raft.Server, leader raft.ServerID, within time.Duration) (id raft.ServerID, agoMs int64, heard bool) {
+	lid, err := strconv.Atoi(string(leader))
+	if n.gossip == nil || err != nil {
+		return "", 0, false
+	}
+	stopCtx, stop := n.untilStop(context.Background())
+	defer stop()
+	ctx, cancel := context.WithTimeout(stopCtx, n.heartbeatTimeout()/4)
+	defer cancel()
+	type answer struct {
+		id    raft.ServerID
+		agoMs int64
+		heard bool
+	}
+	answers := make(chan answer, len(voters))
+	for _, v := range voters {
+		m, known := n.gossip.member(v.ID)
+		if !known {
+			answers <- answer{}
+			continue
+		}
+		n.rpcs.Add(1) // see rpc
+		go func() {
+			defer n.rpcs.Done()
+			ps, ok := n.gossip.exchange(ctx, m)
+			if !ok || ps.LeaderHeardMs == nil || ps.LeaderID != int32(lid) {
+				answers <- answer{}
+				return
+			}
+			answers <- answer{v.ID, *ps.LeaderHeardMs, time.Duration(*ps.LeaderHeardMs)*time.Millisecond < within}
+		}()
+	}
+	for range voters {
+		select {
+		case a := <-answers:
+			if a.heard {
+				return a.id, a.agoMs, true
+			}
+		case <-ctx.Done():
+			return "", 0, false
+		}
+	}
+	return "", 0, false
 }
 
 // turnOffset is how long after the others this follower stands for

@@ -167,3 +167,51 @@ func TestCutOffFollowerDoesNotDeposeTheLeaderOnHealing(t *testing.T) {
 			now.id, now.n.raft.CurrentTerm(), leader.id, term)
 	}
 }
+
+// A follower cut off from the leader alone, while the third voter still
+// hears it (a bridge partition, which closes the two's connections), does
+// not stand for election: the leader lives. It keeps leading in its term,
+// and the cut follower is left to Raft's own pre-vote, which the third
+// voter refuses while it has a leader. (The fault campaign: the cut
+// follower stood, its vote request moved the third voter to a newer term,
+// and the leader lost its leadership for 0.6 s.)
+func TestFollowerCutFromTheLeaderAloneDoesNotDeposeIt(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	term := leader.n.raft.CurrentTerm()
+	f := without(c.nodes, leader)[0]
+
+	cutLink(t, leader, f, true)
+	eventually(t, 20*time.Second, "the cut follower campaigns with pre-vote (or a term moves)", func() error {
+		for _, tn := range c.nodes {
+			if tn.n.raft.CurrentTerm() != term {
+				return nil // checked below
+			}
+		}
+		if strings.Count(f.log().String(), "pre-vote campaign failed") < 2 {
+			return errors.New("fewer than two pre-vote campaigns yet")
+		}
+		return nil
+	})
+	for _, tn := range c.nodes {
+		if got := tn.n.raft.CurrentTerm(); got != term {
+			t.Fatalf("node %d moved from term %d to %d while only the link between nodes %d and %d was cut",
+				tn.id, term, got, leader.id, f.id)
+		}
+	}
+	if !f.log().contains("not standing for election: another voter hears the leader") {
+		t.Error("the cut follower never asked the other voter before it would stand")
+	}
+	cutLink(t, leader, f, false)
+	eventually(t, 20*time.Second, "the healed follower follows the leader", func() error {
+		if id, ok := f.n.LeaderID(); !ok || id != leader.id {
+			return fmt.Errorf("follower names leader %d (%v), want %d", id, ok, leader.id)
+		}
+		return nil
+	})
+	if now := leaderAmong(t, c.nodes); now != leader || leader.n.raft.CurrentTerm() != term {
+		t.Fatalf("after the heal node %d leads in term %d; before the cut node %d led in term %d",
+			now.id, now.n.raft.CurrentTerm(), leader.id, term)
+	}
+}
