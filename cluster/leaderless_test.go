@@ -156,6 +156,13 @@ func TestCutOffFollowerDoesNotDeposeTheLeaderOnHealing(t *testing.T) {
 		t.Fatalf("the cut-off follower moved from term %d to %d", term, got)
 	}
 	streamOf(t, f.raftAddr).setCut(false)
+	stillLeads(t, c, f, leader, term)
+}
+
+// stillLeads waits for the healed follower f to follow leader again and
+// checks that leader leads in the term it led in before the cut.
+func stillLeads(t *testing.T, c *testCluster, f, leader *testNode, term uint64) {
+	t.Helper()
 	eventually(t, 20*time.Second, "the healed follower follows the leader", func() error {
 		if id, ok := f.n.LeaderID(); !ok || id != leader.id {
 			return fmt.Errorf("follower names leader %d (%v), want %d", id, ok, leader.id)
@@ -204,14 +211,5 @@ func TestFollowerCutFromTheLeaderAloneDoesNotDeposeIt(t *testing.T) {
 		t.Error("the cut follower never asked the other voter before it would stand")
 	}
 	cutLink(t, leader, f, false)
-	eventually(t, 20*time.Second, "the healed follower follows the leader", func() error {
-		if id, ok := f.n.LeaderID(); !ok || id != leader.id {
-			return fmt.Errorf("follower names leader %d (%v), want %d", id, ok, leader.id)
-		}
-		return nil
-	})
-	if now := leaderAmong(t, c.nodes); now != leader || leader.n.raft.CurrentTerm() != term {
-		t.Fatalf("after the heal node %d leads in term %d; before the cut node %d led in term %d",
-			now.id, now.n.raft.CurrentTerm(), leader.id, term)
-	}
+	stillLeads(t, c, f, leader, term)
 }

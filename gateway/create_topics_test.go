@@ -73,14 +73,7 @@ func TestLogAppendTimeNeedsEveryNode(t *testing.T) {
 		t.Fatalf("LogAppendTime below its feature level: code %d, want INVALID_CONFIG (40)", code)
 	}
 	createTopic(t, n.addr, "lat", 1, nil)
-	ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	ir := kmsg.NewIncrementalAlterConfigsRequestResource()
-	ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "lat"
-	ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	ic.Name, ic.Value = "message.timestamp.type", kmsg.StringPtr("LogAppendTime")
-	ir.Configs = append(ir.Configs, ic)
-	ia.Resources = append(ia.Resources, ir)
-	if code := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != kerr.InvalidConfig.Code {
+	if code := c.do(incAlterReq(false, "lat", "message.timestamp.type", "LogAppendTime")).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != kerr.InvalidConfig.Code {
 		t.Fatalf("altering to LogAppendTime below its feature level: code %d, want INVALID_CONFIG (40)", code)
 	}
 }

@@ -19,6 +19,19 @@ import (
 // broker. Each test runs against an in-process kgate node and, when
 // KGATE_COMPARE_KAFKA names a broker, against it too (groupTargets).
 
+// incAlterReq sets one config of a topic (IncrementalAlterConfigs v1).
+func incAlterReq(validateOnly bool, topic, name, value string) *kmsg.IncrementalAlterConfigsRequest {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.Version, req.ValidateOnly = 1, validateOnly
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = name, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	return req
+}
+
 // uniqueTopic is a topic name of the test's own, fresh on a shared broker.
 func uniqueTopic(t *testing.T) string {
 	name := strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())
@@ -164,16 +177,8 @@ func TestConfigsOfAnInvalidTopicName(t *testing.T) {
 				t.Errorf("DescribeConfigs of %q: code %d, want INVALID_TOPIC_EXCEPTION (17)", name, got)
 			}
 		}
-		ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		ia.Version, ia.ValidateOnly = 1, true
-		ir := kmsg.NewIncrementalAlterConfigsRequestResource()
-		ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "bad name!"
-		ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		ic.Name, ic.Value = "retention.ms", kmsg.StringPtr("5")
-		ir.Configs = append(ir.Configs, ic)
-		ia.Resources = append(ia.Resources, ir)
-		if got := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; got != kerr.InvalidTopicException.Code {
-			t.Errorf("IncrementalAlterConfigs of %q: code %d, want INVALID_TOPIC_EXCEPTION (17)", ir.ResourceName, got)
+		if got := c.do(incAlterReq(true, "bad name!", "retention.ms", "5")).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; got != kerr.InvalidTopicException.Code {
+			t.Errorf("IncrementalAlterConfigs of %q: code %d, want INVALID_TOPIC_EXCEPTION (17)", "bad name!", got)
 		}
 		ac := kmsg.NewPtrAlterConfigsRequest()
 		ac.Version, ac.ValidateOnly = 2, true
@@ -418,15 +423,7 @@ func TestTopicConfigsAsKafkaHasThem(t *testing.T) {
 			t.Errorf("described configs %v; want %v", got, names)
 		}
 		for _, v := range values {
-			ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
-			ia.Version, ia.ValidateOnly = 1, true
-			ir := kmsg.NewIncrementalAlterConfigsRequestResource()
-			ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-			ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-			ic.Name, ic.Value = v.name, kmsg.StringPtr(v.value)
-			ir.Configs = append(ir.Configs, ic)
-			ia.Resources = append(ia.Resources, ir)
-			if code := c.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != v.code {
+			if code := c.do(incAlterReq(true, topic, v.name, v.value)).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != v.code {
 				t.Errorf("%s=%q: code %d, want %d", v.name, v.value, code, v.code)
 			}
 		}
