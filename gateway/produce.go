@@ -170,9 +170,9 @@ func (s *Server) checkBatch(topic string, info TopicInfo, partition int32, data 
 
 // checkTimestamps applies the topic's message.timestamp.after.max.ms and
 // before.max.ms to the batch's records against now, the node's clock, as
-// Kafka's broker does on append to a CreateTime topic: any record out of range fails the batch
-// with INVALID_TIMESTAMP, each such record named in the answer. Records
-// without a timestamp pass.
+// Kafka's broker does on append to a CreateTime topic: any record out of
+// range fails the batch with INVALID_TIMESTAMP, each such record named in
+// the answer. Records without a timestamp pass.
 func (s *Server) checkTimestamps(info TopicInfo, h records.Header, data []byte, now int64) error {
 	if info.Configs["message.timestamp.type"] == "LogAppendTime" {
 		return nil // the append time replaces them
