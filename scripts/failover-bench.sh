@@ -106,7 +106,9 @@ run_bench() {
 	case "$client" in
 	franz-go) cargs=(-client franz-go) ;;
 	franz-go-tuned) cargs=(-client "franz-go (tuned)" -metadata-min-age 250ms -retry-backoff-min 500ms) ;;
-	java) cargs=(-client java -consumer-cmd "java -cp $JAR kgate.e2e.ClusterConsumer") ;;
+	# java.io.tmpdir in WORK: snappy-java unpacks its native library there,
+	# and a JVM the benchmark kills leaves it behind.
+	java) cargs=(-client java -consumer-cmd "java -Djava.io.tmpdir=$WORK -cp $JAR kgate.e2e.ClusterConsumer") ;;
 	librdkafka) cargs=(-client librdkafka -consumer-cmd "$PYTHON $REPO_ROOT/test/clients/confluent-kafka-python/cluster_consumer.py") ;;
 	librdkafka-tuned)
 		cargs=(-client "librdkafka (tuned)" -consumer-cmd "$PYTHON $REPO_ROOT/test/clients/confluent-kafka-python/cluster_consumer.py")
