@@ -1,12 +1,11 @@
 package fsm
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"sort"
+
+	"github.com/kgate/kgate/fsm/partlog"
 )
 
 // Idempotence bookkeeping, as Kafka's ProducerStateManager keeps it.
@@ -61,7 +60,7 @@ func (f *FSM) applyAppend(c *Append) any {
 }
 
 func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
-	p := f.Partition(b.Topic, b.Partition)
+	t, p := f.topicPartition(b.Topic, b.Partition)
 	if p == nil {
 		return AppendResult{Code: ErrUnknownTopicOrPartition, BaseOffset: -1, LogStartOffset: -1}, nil
 	}
@@ -90,8 +89,9 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 		}
 	}
 	data, maxTs, appendTime := b.Data, b.MaxTimestamp, int64(-1)
-	if len(b.Data) >= batchHeaderSize && f.FeatureLevel() >= LevelLogAppendTime && f.topicConfig(b.Topic, "message.timestamp.type") == "LogAppendTime" {
-		data, maxTs, appendTime = stampAppendTime(b.Data, now), now, now
+	// t.Configs without f.mu: only Apply, on this goroutine, changes it.
+	if f.FeatureLevel() >= LevelLogAppendTime && t.Configs["message.timestamp.type"] == "LogAppendTime" {
+		data, maxTs, appendTime = partlog.StampAppendTime(b.Data, now), now, now
 	}
 	base, err := p.Log.Append(data, b.LastOffsetDelta, maxTs)
 	if err != nil {
@@ -104,37 +104,6 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 		p.ongoing[b.ProducerID] = base
 	}
 	return AppendResult{BaseOffset: base, LogStartOffset: p.Log.Start(), LogAppendTime: appendTime}, nil
-}
-
-// Record batch (magic 2) fields an append-time stamp rewrites.
-const (
-	batchCRCAt        = 17
-	batchAttrsAt      = 21 // the CRC covers the batch from here on
-	batchMaxTsAt      = 35
-	batchHeaderSize   = 61 // shorter is refused by the partition log
-	attrLogAppendTime = 0x08
-)
-
-// stampAppendTime returns a copy of batch marked as holding append times,
-// now its timestamp, with its CRC made again: what a Kafka broker writes
-// for a LogAppendTime topic. (A copy: batch is the Raft entry's bytes.)
-func stampAppendTime(batch []byte, now int64) []byte {
-	out := bytes.Clone(batch)
-	attrs := binary.BigEndian.Uint16(out[batchAttrsAt:])
-	binary.BigEndian.PutUint16(out[batchAttrsAt:], attrs|attrLogAppendTime)
-	binary.BigEndian.PutUint64(out[batchMaxTsAt:], uint64(now))
-	binary.BigEndian.PutUint32(out[batchCRCAt:], crc32.Checksum(out[batchAttrsAt:], castagnoli))
-	return out
-}
-
-// topicConfig is a topic's own value of a config ("" when unset).
-func (f *FSM) topicConfig(topic, name string) string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if t, ok := f.topics[topic]; ok {
-		return t.Configs[name]
-	}
-	return ""
 }
 
 func lastSeq(b *Batch) int32 {

@@ -423,13 +423,20 @@ func (f *FSM) TopicByID(id [16]byte) string {
 
 // Partition returns a partition, or nil when the topic or partition is unknown.
 func (f *FSM) Partition(topic string, p int32) *Partition {
+	_, part := f.topicPartition(topic, p)
+	return part
+}
+
+// topicPartition returns a partition and its topic; both nil when either
+// is unknown.
+func (f *FSM) topicPartition(topic string, p int32) (*Topic, *Partition) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	t, ok := f.topics[topic]
 	if !ok || p < 0 || int(p) >= len(t.Partitions) {
-		return nil
+		return nil, nil
 	}
-	return t.Partitions[p]
+	return t, t.Partitions[p]
 }
 
 // DataBytes is the size of all partition data on disk.

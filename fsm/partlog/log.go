@@ -6,9 +6,11 @@
 package partlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,10 +26,29 @@ const (
 	offLength         = 8
 	offLastDelta      = 23
 	offMaxTimestamp   = 35
+	offCRC            = 17
+	offAttributes     = 21 // the CRC covers the batch from here on
+	attrLogAppendTime = 0x08
 	minBatchSize      = 61
 	indexIntervalSize = 4096
 	segmentSuffix     = ".log"
 )
+
+// StampAppendTime returns a copy of batch marked as holding append times,
+// now its timestamp, with its CRC made again: what a Kafka broker writes
+// for a LogAppendTime topic. (A copy: batch is a Raft entry's bytes.) A
+// batch shorter than a header is returned as it is, for Append to refuse.
+func StampAppendTime(batch []byte, now int64) []byte {
+	if len(batch) < minBatchSize {
+		return batch
+	}
+	out := bytes.Clone(batch)
+	attrs := binary.BigEndian.Uint16(out[offAttributes:])
+	binary.BigEndian.PutUint16(out[offAttributes:], attrs|attrLogAppendTime)
+	binary.BigEndian.PutUint64(out[offMaxTimestamp:], uint64(now))
+	binary.BigEndian.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+	return out
+}
 
 // ErrOffsetOutOfRange is returned for reads outside [Start, Next].
 var ErrOffsetOutOfRange = errors.New("partlog: offset out of range")
