@@ -54,13 +54,13 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Reply {
 			for _, t := range req.Topics {
 				seen[t.Topic]++
 			}
-			answered := map[string]bool{}
 			for _, t := range req.Topics {
-				if answered[t.Topic] {
+				n := seen[t.Topic]
+				if n == 0 {
 					continue // a name given twice is answered once, as Kafka does
 				}
-				answered[t.Topic] = true
-				resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, seen[t.Topic] > 1))
+				seen[t.Topic] = 0
+				resp.Topics = append(resp.Topics, s.createTopic(ctx, req, t, n > 1))
 			}
 			return resp
 		}))

@@ -59,11 +59,11 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Reply {
 		}
 		switch res.ResourceType {
 		case resourceTopic:
-			info, ok := s.backend.Topic(res.ResourceName)
 			if !validTopicName(res.ResourceName) {
 				rr.ErrorCode = kerr.InvalidTopicException.Code // "" included, as Kafka answers
 				break
 			}
+			info, ok := s.backend.Topic(res.ResourceName)
 			if !ok {
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/fsm"
 )
 
 // ListOffsets special timestamps.
@@ -26,11 +28,6 @@ func timestampSupported(ts int64, version int16) bool {
 	return ts >= 0 || known && version >= since
 }
 
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
 func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 	req := r.Body.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -42,10 +39,10 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	// A partition named twice is INVALID_REQUEST each time (Kafka).
-	named := map[topicPartition]int{}
+	named := map[fsm.TopicPartition]int{}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			named[topicPartition{rt.Topic, rp.Partition}]++
+			named[fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]++
 		}
 	}
 	self := s.cluster.Self().ID
@@ -59,7 +56,7 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
 			if !permitted {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if named[topicPartition{rt.Topic, rp.Partition}] > 1 {
+			} else if named[fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}] > 1 {
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			} else if !timestampSupported(rp.Timestamp, req.Version) {
 				sp.ErrorCode = kerr.UnsupportedVersion.Code

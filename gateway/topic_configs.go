@@ -179,23 +179,11 @@ var topicConfigs = map[string]topicConfig{
 	"unclean.leader.election.enable":  {"false", configBoolean, oneOf("true", "false")},
 }
 
-// checkTopicConfigs is checkTopicConfigs and what this backend can keep:
-// append times (LogAppendTime) only where it stamps them.
+// checkTopicConfigs validates configs given at create or alter time: each
+// key and value, in sorted order (the error names the first bad one), and
+// what this backend can keep: append times (LogAppendTime) only where it
+// stamps them.
 func (s *Server) checkTopicConfigs(cfg map[string]string) error {
-	if err := checkTopicConfigs(cfg); err != nil {
-		return err
-	}
-	if cfg["message.timestamp.type"] == "LogAppendTime" {
-		if ab, ok := s.backend.(AppendTimeBackend); !ok || !ab.AppendTimes() {
-			return errors.New("message.timestamp.type: LogAppendTime needs the embedded backend with every node running a kgate that stamps append times")
-		}
-	}
-	return nil
-}
-
-// checkTopicConfigs validates configs given at create or alter time. The
-// error names the first bad key in sorted order.
-func checkTopicConfigs(cfg map[string]string) error {
 	keys := make([]string, 0, len(cfg))
 	for k := range cfg {
 		keys = append(keys, k)
@@ -204,6 +192,11 @@ func checkTopicConfigs(cfg map[string]string) error {
 	for _, k := range keys {
 		if err := checkTopicConfig(k, cfg[k]); err != nil {
 			return err
+		}
+	}
+	if cfg["message.timestamp.type"] == "LogAppendTime" {
+		if ab, ok := s.backend.(AppendTimeBackend); !ok || !ab.AppendTimes() {
+			return errors.New("message.timestamp.type: LogAppendTime needs the embedded backend with every node running a kgate that stamps append times")
 		}
 	}
 	return nil
