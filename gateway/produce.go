@@ -188,7 +188,7 @@ func (s *Server) checkTimestamps(info TopicInfo, h records.Header, data []byte, 
 	if err != nil {
 		return batchError(err)
 	}
-	re := &recordErrors{code: kerr.InvalidTimestamp}
+	re := &recordErrors{codedError: codedError{code: kerr.InvalidTimestamp}}
 	for i, r := range recs {
 		if !out(r.Timestamp) {
 			continue
@@ -206,15 +206,11 @@ func (s *Server) checkTimestamps(info TopicInfo, h records.Header, data []byte, 
 }
 
 // recordErrors fails a batch for some of its records (KIP-467's
-// record_errors).
+// record_errors): the batch's code and message, and each record's.
 type recordErrors struct {
-	code    *kerr.Error
-	msg     string
+	codedError
 	records []kmsg.ProduceResponseTopicPartitionErrorRecord
 }
-
-func (e *recordErrors) Error() string { return e.msg }
-func (e *recordErrors) Unwrap() error { return e.code }
 
 // wholeBatches is data up to its last whole batch, by the batches' length
 // fields, as Kafka's reader finds batches: a batch cut short ends them and
