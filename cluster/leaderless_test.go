@@ -188,6 +188,15 @@ func TestFollowerCutFromTheLeaderAloneDoesNotDeposeIt(t *testing.T) {
 	votersAre(t, c.nodes, c.nodes)
 	term := leader.n.raft.CurrentTerm()
 	f := without(c.nodes, leader)[0]
+	// A voter that has not yet heard from the leader is a term behind.
+	eventually(t, 10*time.Second, "every voter at the leader's term", func() error {
+		for _, tn := range c.nodes {
+			if got := tn.n.raft.CurrentTerm(); got != term {
+				return fmt.Errorf("node %d at term %d, the leader at %d", tn.id, got, term)
+			}
+		}
+		return nil
+	})
 
 	cutLink(t, leader, f, true)
 	eventually(t, 20*time.Second, "the cut follower campaigns with pre-vote (or a term moves)", func() error {
