@@ -661,6 +661,65 @@ func TestRestartedNodeWhoseSeedLeftFindsTheClusterAgain(t *testing.T) {
 	readyAll(t, rest)
 }
 
+// A node started again whose seeds reach only a node outside the cluster
+// (a fresh node, as a churn brings, that dialled it first) is not alone in
+// gossip, so it never fell back on its peers file: it followed the Raft
+// leader but knew no other voter in gossip until another node's periodic
+// sync found it (the fault campaign: 38 s). It now asks the voters of its
+// Raft configuration that gossip does not know at the addresses it saved,
+// and keeps those addresses saved while gossip has not found them.
+func TestRestartedNodeNotAloneStillFindsItsVoters(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	seed, second, third := c.nodes[0], c.nodes[1], c.nodes[2]
+	fourth := c.newNode(4, []string{second.gossipAddr}, 1, nil)
+	fourth.start(t)
+	votersAre(t, c.nodes, c.nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := seed.n.Leave(ctx); err != nil {
+		t.Fatalf("the seed's leave: %v", err)
+	}
+	seed.stop(t)
+	rest := []*testNode{second, third, fourth}
+	votersAre(t, rest, rest)
+	want := []savedPeer{{ID: second.id, Addr: second.gossipAddr}, {ID: fourth.id, Addr: fourth.gossipAddr}}
+	eventually(t, 20*time.Second, "node 3 saves the gossip addresses of nodes 2 and 4", func() error {
+		if ps := readPeers(third.dir); !reflect.DeepEqual(ps, want) {
+			return fmt.Errorf("saved %+v, want %+v", ps, want)
+		}
+		return nil
+	})
+
+	// A fresh node waits for a cluster; node 3 crashes and starts again
+	// with it among its seeds, and nothing the cluster sends reaches node 3.
+	fresh := c.newNode(5, nil, 3, nil)
+	fresh.start(t)
+	third.crash(t)
+	third.join = []string{seed.gossipAddr, fresh.gossipAddr}
+	testDeaf.Store(third.gossipAddr, struct{}{})
+	t.Cleanup(func() { testDeaf.Delete(third.gossipAddr) })
+	third.start(t)
+	eventually(t, 10*time.Second, "node 3's gossip knows the fresh node", func() error {
+		if m, _ := memberState(third, fresh.id); m.GossipState != "alive" {
+			return fmt.Errorf("node %d is %q", fresh.id, m.GossipState)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "node 3's gossip knows nodes 2 and 4 again", func() error {
+		for _, id := range []int32{second.id, fourth.id} {
+			if m, _ := memberState(third, id); m.GossipState != "alive" {
+				return fmt.Errorf("node %d is %q to node 3's gossip", id, m.GossipState)
+			}
+		}
+		return nil
+	})
+	if ps := readPeers(third.dir); !reflect.DeepEqual(ps[:min(2, len(ps))], want) {
+		t.Fatalf("node 3's peers file lists %+v, want nodes 2 and 4 first", ps)
+	}
+}
+
 // TestFreshLeaderNeverNamesASilentLeader: a follower asked for the leader
 // right after the leader fell silent — before the follower can tell, its
 // last word from the leader being a heartbeat ago — does not name it: it

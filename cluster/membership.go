@@ -43,6 +43,7 @@ func (n *Node) membershipLoop() {
 	lastMeta := n.gossip.localMeta()
 	asked := map[int32]time.Time{} // by confirmClusters
 	saved := readPeers(n.cfg.DataDir)
+	n.savedPeers.Store(&saved)
 	ctx, cancel := n.untilStop(context.Background())
 	defer cancel()
 	for {

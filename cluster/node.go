@@ -128,7 +128,10 @@ type Node struct {
 	// linkNames is gossip for the Raft transport's dials, which may run
 	// before Start has set gossip.
 	linkNames atomic.Pointer[gossip]
-	leaving   atomic.Bool // Leave was called
+	// savedPeers is the peers file as membershipLoop last read or wrote
+	// it, for reviveFailedServers.
+	savedPeers atomic.Pointer[[]savedPeer]
+	leaving    atomic.Bool // Leave was called
 	// removed: while leaving, nothing more to tell the leader (it said
 	// this node is no longer a voter, or it is too old to say).
 	removed  atomic.Bool

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -57,10 +58,12 @@ func writePeers(dir string, ps []savedPeer) error {
 // peersToSave lists, by node id, the other nodes of this cluster that
 // gossip knows and that may be found again: those alive and those still in
 // the Raft configuration (down now, they may come back), not those that
-// left. ok is false while there is nothing worth saving: no cluster yet,
-// or gossip alone (a node just started again knows no one, and must not
-// forget whom it knew).
-func (n *Node) peersToSave() (ps []savedPeer, ok bool) {
+// left; and, from prev, the voters gossip does not know yet (a node started
+// again may meet a node outside the cluster first: its list must not
+// forget the voters it still has to find). ok is false while there is
+// nothing worth saving: no cluster yet, or gossip alone (a node just
+// started again knows no one, and must not forget whom it knew).
+func (n *Node) peersToSave(prev []savedPeer) (ps []savedPeer, ok bool) {
 	if n.gossip == nil || n.clusterID() == "" || n.gossip.ml.NumMembers() <= 1 {
 		return nil, false
 	}
@@ -81,6 +84,12 @@ func (n *Node) peersToSave() (ps []savedPeer, ok bool) {
 			ps = append(ps, savedPeer{ID: m.meta.ID, Addr: m.gossipAddr})
 		}
 	}
+	for _, p := range prev {
+		if _, known := n.gossip.memberByID(p.ID); !known && inConfig[p.ID] && p.ID != n.cfg.NodeID {
+			ps = append(ps, p)
+		}
+	}
+	slices.SortFunc(ps, func(a, b savedPeer) int { return cmp.Compare(a.ID, b.ID) })
 	return ps, true
 }
 
@@ -88,7 +97,7 @@ func (n *Node) peersToSave() (ps []savedPeer, ok bool) {
 // one last written (or read at start), and updates saved. A failed write
 // (a full disk) is logged once and tried again at the list's next change.
 func (n *Node) savePeers(saved *[]savedPeer) {
-	ps, ok := n.peersToSave()
+	ps, ok := n.peersToSave(*saved)
 	if !ok || slices.Equal(ps, *saved) {
 		return
 	}
@@ -96,6 +105,19 @@ func (n *Node) savePeers(saved *[]savedPeer) {
 		n.log.Warn("saving the cluster's gossip addresses", "err", err)
 	}
 	*saved = ps
+	n.savedPeers.Store(&ps)
+}
+
+// savedAddr is the gossip address saved for node id, if any.
+func (n *Node) savedAddr(id int32) (string, bool) {
+	if ps := n.savedPeers.Load(); ps != nil {
+		for _, p := range *ps {
+			if p.ID == id {
+				return p.Addr, true
+			}
+		}
+	}
+	return "", false
 }
 
 // seeds are the addresses a node alone in gossip contacts: its --join

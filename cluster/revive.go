@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 )
 
@@ -12,7 +13,8 @@ import (
 const reviveEvery = time.Second
 
 // reviveFailedServers asks every server of the Raft configuration that
-// gossip holds failed or dead for its state directly (a push-pull, as a
+// gossip holds failed or dead, or has not heard of at all (at the address
+// of the peers file), for its state directly (a push-pull, as a
 // rejoin does), once a second. After a partition heals, gossip alone calls
 // the cut-off nodes alive again only at the next rejoin of the seeds
 // (--rejoin-interval, 30 s): memberlist neither probes nor push-pulls with
@@ -44,6 +46,16 @@ func (n *Node) reviveFailedServers() {
 		self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 		for _, s := range fut.Configuration().Servers {
 			m, known := n.gossip.member(s.ID)
+			if !known && s.ID != self {
+				// Never heard of in gossip since this node started: its
+				// seeds led elsewhere. Ask at the address saved for it.
+				id, err := strconv.Atoi(string(s.ID))
+				addr, saved := n.savedAddr(int32(id))
+				if err != nil || !saved {
+					continue
+				}
+				m, known = member{meta: nodeMeta{ID: int32(id)}, gossipAddr: addr, state: memberlist.StateDead}, true
+			}
 			if s.ID == self || !known || alive(m.state) || m.meta.Leaving {
 				continue
 			}
