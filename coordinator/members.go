@@ -13,6 +13,9 @@ import (
 // and never goes through Raft. While the new leader loads, it answers NONE
 // (Kafka's "respond blindly"): Java clients log any other code as unexpected.
 func (c *Coordinator) Heartbeat(group, memberID, instanceID string, generation int32) int16 {
+	if !validGroupID(group) {
+		return kerr.InvalidGroupID.Code
+	}
 	switch c.Status() {
 	case 0:
 	case kerr.CoordinatorLoadInProgress.Code:
@@ -52,6 +55,9 @@ type LeaveMember struct {
 
 // Leave removes members. It returns a code per member and a group-level code.
 func (c *Coordinator) Leave(ctx context.Context, group string, members []LeaveMember) ([]int16, int16) {
+	if !validGroupID(group) {
+		return nil, kerr.InvalidGroupID.Code
+	}
 	if code := c.Status(); code != 0 {
 		return nil, code
 	}
@@ -208,6 +214,9 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, groups []string) []int16
 // subscribed to; subscribed ones get GROUP_SUBSCRIBED_TO_TOPIC. subscribed
 // returns a group's topics, nil when they cannot be known.
 func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []fsm.TopicPartition, subscribed func(*fsm.GroupView) map[string]bool) ([]int16, int16) {
+	if !validGroupID(group) {
+		return nil, kerr.InvalidGroupID.Code
+	}
 	if code := c.Status(); code != 0 {
 		return nil, code
 	}

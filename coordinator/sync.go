@@ -31,6 +31,9 @@ type SyncResult struct {
 // Sync completes a rebalance: the leader's call stores the assignments,
 // the others park until it does.
 func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) SyncResult {
+	if !validGroupID(req.Group) {
+		return SyncResult{Code: kerr.InvalidGroupID.Code}
+	}
 	if code := c.Status(); code != 0 {
 		return SyncResult{Code: code}
 	}

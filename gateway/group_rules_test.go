@@ -417,3 +417,41 @@ func TestSyncGroupV5WantsProtocolTypeAndName(t *testing.T) {
 		}
 	})
 }
+
+// An empty group id is refused by every member-level request with
+// INVALID_GROUP_ID, checked before anything else, as Kafka's coordinator
+// does. (Kafka answers OffsetCommit, OffsetFetch, DescribeGroups and
+// DeleteGroups for "" with NOT_COORDINATOR, a retriable code, as if some
+// broker could coordinate it; kgate refuses them too, without a retry:
+// INVALID_GROUP_ID for commits, none stored for fetches.)
+func TestEmptyGroupIDIsInvalid(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		jg := kmsg.NewPtrJoinGroupRequest()
+		jg.Version = 9
+		jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis, jg.ProtocolType = 10000, 10000, "consumer"
+		jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.Version, hb.MemberID, hb.Generation = 4, "m", 1
+		sg := kmsg.NewPtrSyncGroupRequest()
+		sg.Version, sg.MemberID, sg.Generation = 5, "m", 1
+		sg.ProtocolType, sg.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+		lv := kmsg.NewPtrLeaveGroupRequest()
+		lv.Version = 5
+		lv.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+		od := kmsg.NewPtrOffsetDeleteRequest()
+		od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "a", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+		got := map[string]int16{
+			"JoinGroup":    c.do(jg).(*kmsg.JoinGroupResponse).ErrorCode,
+			"Heartbeat":    c.do(hb).(*kmsg.HeartbeatResponse).ErrorCode,
+			"SyncGroup":    c.do(sg).(*kmsg.SyncGroupResponse).ErrorCode,
+			"LeaveGroup":   c.do(lv).(*kmsg.LeaveGroupResponse).ErrorCode,
+			"OffsetDelete": c.do(od).(*kmsg.OffsetDeleteResponse).ErrorCode,
+		}
+		for api, code := range got {
+			if code != kerr.InvalidGroupID.Code {
+				t.Errorf("%s with group id \"\": code %d, want INVALID_GROUP_ID (%d)", api, code, kerr.InvalidGroupID.Code)
+			}
+		}
+	})
+}
