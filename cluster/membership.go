@@ -43,7 +43,8 @@ func (n *Node) membershipLoop() {
 	lastMeta := n.gossip.localMeta()
 	asked := map[int32]time.Time{} // by confirmClusters
 	saved := readPeers(n.cfg.DataDir)
-	n.savedPeers.Store(&saved)
+	read := saved // not &saved: savePeers assigns to saved
+	n.savedPeers.Store(&read)
 	ctx, cancel := n.untilStop(context.Background())
 	defer cancel()
 	for {
