@@ -104,7 +104,7 @@ func listOffsetsReq(version int16, topic string, timestamps ...int64) *kmsg.List
 // TestListOffsetsSpecialTimestampsByVersion: a negative timestamp Kafka
 // does not know, or one sent in a version older than it, is
 // UNSUPPORTED_VERSION (-5 and below name tiered storage, from v9 on); a
-// partition named twice is INVALID_REQUEST each time.
+// partition named more than once is answered once, INVALID_REQUEST.
 func TestListOffsetsSpecialTimestampsByVersion(t *testing.T) {
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
@@ -122,10 +122,19 @@ func TestListOffsetsSpecialTimestampsByVersion(t *testing.T) {
 				t.Errorf("v%d timestamp %d: code %d, want %d", tc.version, tc.ts, got, tc.code)
 			}
 		}
-		resp := c.do(listOffsetsReq(8, "a", -1, -2)).(*kmsg.ListOffsetsResponse)
-		for _, p := range resp.Topics[0].Partitions {
-			if p.ErrorCode != kerr.InvalidRequest.Code {
-				t.Errorf("partition 0 named twice: code %d, want INVALID_REQUEST (42) for each", p.ErrorCode)
+		resp := c.do(listOffsetsReq(8, "a", -1, -2, -3)).(*kmsg.ListOffsetsResponse)
+		if ps := resp.Topics[0].Partitions; len(ps) != 1 || ps[0].ErrorCode != kerr.InvalidRequest.Code ||
+			ps[0].Offset != -1 || ps[0].Timestamp != -1 || ps[0].LeaderEpoch != -1 {
+			t.Errorf("partition 0 named three times: answers %+v, want one INVALID_REQUEST (42) with offset, timestamp and epoch -1", ps)
+		}
+		// An answer without an offset carries no epoch either.
+		for _, tc := range []struct {
+			version int16
+			ts      int64
+		}{{7, -4}, {8, -5}} {
+			p := c.do(listOffsetsReq(tc.version, "a", tc.ts)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+			if p.Offset != -1 || p.LeaderEpoch != -1 {
+				t.Errorf("v%d timestamp %d (unsupported): offset %d epoch %d, want -1 and -1", tc.version, tc.ts, p.Offset, p.LeaderEpoch)
 			}
 		}
 	})

@@ -38,8 +38,9 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
-	// A partition named twice is INVALID_REQUEST each time (Kafka).
+	// A partition named twice is INVALID_REQUEST, answered once (Kafka).
 	named := map[fsm.TopicPartition]int{}
+	answered := map[fsm.TopicPartition]bool{}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			named[fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]++
@@ -51,12 +52,17 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 		st.Topic = rt.Topic
 		permitted := s.allowedTopic(r, kmsg.ACLOperationDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
+			tp := fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			if answered[tp] {
+				continue
+			}
+			answered[tp] = true
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			if !permitted {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if named[fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}] > 1 {
+			} else if named[tp] > 1 {
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			} else if !timestampSupported(rp.Timestamp, req.Version) {
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
@@ -78,6 +84,11 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 						}
 					}
 				}
+			}
+			if sp.ErrorCode == 0 && sp.Offset >= 0 {
+				// Found: the one leader epoch kgate's batches carry
+				// (none is stamped; -1 is Kafka's "no offset" answer).
+				sp.LeaderEpoch = 0
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
