@@ -10,6 +10,9 @@ import (
 	"github.com/kgate/kgate/fsm"
 )
 
+// FeatureLevel is the cluster's feature level as this node has applied it.
+func (n *Node) FeatureLevel() fsm.Level { return n.fsm.FeatureLevel() }
+
 // raiseFeatureLevel is the leader service that raises the cluster's feature
 // level (fsm.Level) as far as every voter's binary supports, as Kafka's
 // controller finalizes metadata.version: after a rolling upgrade, once the

@@ -59,3 +59,27 @@ func TestClusterBelowFeatureLevelRefusesGatedRequests(t *testing.T) {
 		t.Fatalf("cluster at feature level %d, held at %d", l, held)
 	}
 }
+
+// ApiVersions (v3+) reports the cluster's feature level as the KIP-584
+// feature kgate.version, which kafka-features.sh describe lists: supported
+// up to what this binary knows, finalized at the level the cluster runs at
+// (here held below it, as during a rolling upgrade), and no feature of
+// Kafka's own.
+func TestAPIVersionsReportsTheFeatureLevel(t *testing.T) {
+	held := fsm.LevelAcls
+	n := startNodeAt(t, nil, true, &held)
+	c := dialRaw(t, n.addr)
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "kgate-test", "1"
+	resp := c.do(req).(*kmsg.ApiVersionsResponse)
+	want := []kmsg.ApiVersionsResponseSupportedFeature{{Name: "kgate.version", MinVersion: 0, MaxVersion: int16(fsm.LatestLevel)}}
+	if len(resp.SupportedFeatures) != 1 || resp.SupportedFeatures[0].Name != want[0].Name ||
+		resp.SupportedFeatures[0].MinVersion != 0 || resp.SupportedFeatures[0].MaxVersion != want[0].MaxVersion {
+		t.Errorf("supported features %+v, want %+v", resp.SupportedFeatures, want)
+	}
+	if f := resp.FinalizedFeatures; len(f) != 1 || f[0].Name != "kgate.version" ||
+		f[0].MinVersionLevel != int16(held) || f[0].MaxVersionLevel != int16(held) || resp.FinalizedFeaturesEpoch != int64(held) {
+		t.Errorf("finalized features %+v (epoch %d), want kgate.version at %d", f, resp.FinalizedFeaturesEpoch, held)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
+	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway"
 )
 
@@ -58,6 +59,7 @@ func (f followerCluster) AppliedIndex() uint64 {
 	}
 	return f.applied()
 }
+func (f followerCluster) FeatureLevel() fsm.Level { return fsm.LatestLevel }
 func (f followerCluster) DialPeer(ctx context.Context, to cluster.NodeInfo) (net.Conn, error) {
 	return f.dial(ctx, to)
 }

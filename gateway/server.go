@@ -20,6 +20,7 @@ import (
 	"github.com/kgate/kgate/cluster"
 	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/coordinator/txn"
+	"github.com/kgate/kgate/fsm"
 	"github.com/kgate/kgate/gateway/authz"
 )
 
@@ -184,6 +185,9 @@ type Cluster interface {
 	DialPeer(ctx context.Context, to cluster.NodeInfo) (net.Conn, error)
 	// AppliedIndex is the index of the last log entry this node applied.
 	AppliedIndex() uint64
+	// FeatureLevel is the cluster's feature level as this node has
+	// applied it (ApiVersions' finalized kgate.version).
+	FeatureLevel() fsm.Level
 }
 
 // Server is the Kafka listener.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/fsm"
 )
 
 // Apache Kafka's own command-line tools (org.apache.kafka:kafka-tools and,
@@ -39,6 +42,7 @@ var kafkaToolClasses = map[string]string{
 	"kafka-reassign-partitions.sh": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 	"kafka-configs.sh":             "kafka.admin.ConfigCommand",
 	"kafka-acls.sh":                "org.apache.kafka.tools.AclCommand",
+	"kafka-features.sh":            "org.apache.kafka.tools.FeatureCommand",
 }
 
 // docBootstrap is the bootstrap address the documented commands use; the
@@ -193,6 +197,7 @@ func TestKafkaTools(t *testing.T) {
 			checkTopicsDescribe(t, tools, bootstrap, topic, c)
 			checkLogDirs(t, tools, bootstrap, topic, c.ids())
 			checkQuorum(t, tools, bootstrap, c)
+			checkFeatures(t, tools, bootstrap)
 			checkLeaderElection(t, tools, bootstrap, topic)
 			checkDescribeProducers(t, tools, bootstrap, topic)
 			checkReassignList(t, tools, bootstrap, topic)
@@ -415,6 +420,34 @@ func checkQuorum(t *testing.T, k *kafkaTools, bootstrap string, c *kgateCluster)
 				t.Errorf("node %d: timestamp %q is not recent (now %d)", id, col, nowMs)
 			}
 		}
+	}
+}
+
+// checkFeatures runs kafka-features describe: the cluster's feature level
+// as the feature kgate.version, supported up to this binary's level and
+// finalized there (the leader raises it once every voter runs the binary,
+// within seconds of the cluster forming).
+func checkFeatures(t *testing.T, k *kafkaTools, bootstrap string) {
+	t.Helper()
+	want := []string{"Feature: kgate.version", "SupportedMinVersion: 0",
+		fmt.Sprintf("SupportedMaxVersion: %d", fsm.LatestLevel), fmt.Sprintf("FinalizedVersionLevel: %d", fsm.LatestLevel)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out string
+	err := retry(ctx, time.Second, func() error {
+		out = k.run(bootstrap, "kafka-features.sh", "--bootstrap-server", docBootstrap, "describe")
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return fmt.Errorf("lacks %q", w)
+			}
+		}
+		if strings.Count(strings.TrimSpace(out), "Feature: ") != 1 {
+			return errors.New("lists more than kgate.version")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("kafka-features describe %v:\n%s", err, out)
 	}
 }
 
