@@ -206,8 +206,12 @@ func (p *clusterProducer) finish() {
 }
 
 // clGroupWatch collects what the members of the group saw: records, rebalance
-// callbacks and client errors. Callbacks count once the group is armed (it
-// has stabilised) and until a member starts closing.
+// callbacks and client errors. Callbacks, client errors and records read
+// twice count once the group is armed (it has stabilised) and until a member
+// starts closing. Before that the group forms through rebalances, as on any
+// Kafka cluster: a commit in one gets the client's RebalanceInProgressException,
+// and a member that read records of a partition it then hands over without
+// a commit leaves them to be read again by the next owner.
 type clGroupWatch struct {
 	mu       sync.Mutex
 	armed    bool
@@ -216,7 +220,9 @@ type clGroupWatch struct {
 	// the same offset twice is a member reading again, two offsets a
 	// duplicate in the log.
 	consumed map[int][]int64
-	misplace []string // records found in another partition than produced to
+	// armedReads is consumed for the reads made while armed.
+	armedReads map[int][]int64
+	misplace   []string // records found in another partition than produced to
 	// noDuplicates makes report fail for a record consumed twice.
 	noDuplicates bool
 	// clientMayEnd is how many group sessions the members may end on
@@ -228,16 +234,17 @@ type clGroupWatch struct {
 }
 
 type clMemberWatch struct {
-	closing  bool
-	owned    map[int32]bool
-	records  int
-	events   []string       // rebalance callbacks after arming, before closing
-	badErrs  []string       // non-retriable errors before closing
-	softErrs map[string]int // retriable errors before closing
+	closing     bool
+	owned       map[int32]bool
+	records     int
+	events      []string       // rebalance callbacks after arming, before closing
+	badErrs     []string       // non-retriable errors after arming, before closing
+	formingErrs []string       // non-retriable errors before arming (logged)
+	softErrs    map[string]int // retriable errors before closing
 }
 
 func newClGroupWatch() *clGroupWatch {
-	return &clGroupWatch{consumed: map[int][]int64{}, members: map[string]*clMemberWatch{}}
+	return &clGroupWatch{consumed: map[int][]int64{}, armedReads: map[int][]int64{}, members: map[string]*clMemberWatch{}}
 }
 
 func (w *clGroupWatch) member(name string) *clMemberWatch {
@@ -293,6 +300,9 @@ func (w *clGroupWatch) record(name string, partition int32, offset int64, value 
 		w.misplace = append(w.misplace, fmt.Sprintf("%s in partition %d", value, partition))
 	}
 	w.consumed[i] = append(w.consumed[i], offset)
+	if w.armed {
+		w.armedReads[i] = append(w.armedReads[i], offset)
+	}
 }
 
 func (w *clGroupWatch) clientError(name, desc string, retriable bool) {
@@ -306,7 +316,12 @@ func (w *clGroupWatch) clientError(name, desc string, retriable bool) {
 		m.softErrs[desc]++
 		return
 	}
-	m.badErrs = append(m.badErrs, fmt.Sprintf("%s %s", time.Now().Format("15:04:05.000"), desc))
+	e := fmt.Sprintf("%s %s", time.Now().Format("15:04:05.000"), desc)
+	if !w.armed {
+		m.formingErrs = append(m.formingErrs, e)
+		return
+	}
+	m.badErrs = append(m.badErrs, e)
 }
 
 // sessionEndedByClient records err, a franz-go member's group session
@@ -368,13 +383,13 @@ func (w *clGroupWatch) recordsOf(name string) int {
 	return w.member(name).records
 }
 
-// duplicatesLocked tells the records consumed more than once apart: read
-// again at the same offset (a member's position went back), or at two
-// offsets (the log holds the record twice), with a few of each.
+// duplicatesLocked tells the records consumed more than once while armed
+// apart: read again at the same offset (a member's position went back), or
+// at two offsets (the log holds the record twice), with a few of each.
 func (w *clGroupWatch) duplicatesLocked() string {
 	var again, twice []string
-	for _, i := range slices.Sorted(maps.Keys(w.consumed)) {
-		offs := w.consumed[i]
+	for _, i := range slices.Sorted(maps.Keys(w.armedReads)) {
+		offs := w.armedReads[i]
 		if len(offs) < 2 {
 			continue
 		}
@@ -415,13 +430,17 @@ func (w *clGroupWatch) report(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	dups := 0
-	for _, offs := range w.consumed {
-		if len(offs) > 1 {
+	dups, forming := 0, 0
+	for i, offs := range w.consumed {
+		switch {
+		case len(w.armedReads[i]) > 1:
 			dups++
+		case len(offs) > 1:
+			forming++
 		}
 	}
-	t.Logf("group consumed %d distinct records (%d more than once)", len(w.consumed), dups)
+	t.Logf("group consumed %d distinct records (%d more than once once stable; %d read again across the rebalances that formed it)",
+		len(w.consumed), dups, forming)
 	// A session a client ended costs a rebalance: the member's uncommitted
 	// records are read again and every member sees callbacks.
 	rebalanced := len(w.ended) > 0
@@ -434,6 +453,9 @@ func (w *clGroupWatch) report(t *testing.T) {
 	for _, n := range names {
 		m := w.members[n]
 		t.Logf("member %s: %d records, retriable errors %v", n, m.records, m.softErrs)
+		if len(m.formingErrs) > 0 {
+			t.Logf("member %s: client errors while the group formed: %s", n, strings.Join(m.formingErrs, "; "))
+		}
 		switch {
 		case len(m.events) > 0 && rebalanced:
 			t.Logf("member %s: rebalance callbacks after a client ended its session: %s", n, strings.Join(m.events, "; "))

@@ -59,6 +59,7 @@ func runClusterFullRestart(t *testing.T, stopAll func(*kgateCluster)) {
 	members, names := clFranzGoMembers.startMembers(t, c, topic, group, "restart-a", w, clMemberOpts{})
 	_, adm := c.adminClient()
 	before := clWaitGroupStable(t, c, adm, group, topic, names, w)
+	w.arm()
 	t.Logf("group before the restart: %s", before)
 	step(t, "group consumes the first records", time.Minute,
 		func(ctx context.Context) error { return clWaitConsumed(ctx, w, indexes(0, committedRecords)) })
@@ -115,6 +116,7 @@ func runClusterFullRestart(t *testing.T, stopAll func(*kgateCluster)) {
 	w2 := newClGroupWatch()
 	members2, names2 := clFranzGoMembers.startMembers(t, c, topic, group, "restart-b", w2, clMemberOpts{})
 	clWaitGroupStable(t, c, adm, group, topic, names2, w2)
+	w2.arm()
 	step(t, "restarted group consumes the records produced after the commit", time.Minute,
 		func(ctx context.Context) error {
 			return clWaitConsumed(ctx, w2, indexes(committedRecords, committedRecords+pendingRecords))
