@@ -532,7 +532,7 @@ faults:
 				t.Logf("%s after its client dialled node %d, which had left: %s", what, gone, why)
 			case rejoined && generationMovedOn(why):
 				t.Logf("%s when the rebalance of a member lost to a departed node moved the generation on: %s", what, why)
-			case f.kind == fullDisk && namesAddr(why, c.node(f.target).kafka):
+			case f.kind == fullDisk && namesAddr(why, c.started(f.target).kafka):
 				// The node stopped itself, as a killed one stops: a
 				// franz-go member whose coordinator lookups went to it
 				// twice in a row ends its session, as after a kill

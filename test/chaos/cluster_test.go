@@ -230,6 +230,18 @@ func (c *cluster) node(id int) *node {
 // all is every node started, members and those that left.
 func (c *cluster) all() []*node { return append(append([]*node(nil), c.nodes...), c.gone...) }
 
+// started is the node with id id among all, a member or one that left
+// since (a fault's target may leave in a later churn).
+func (c *cluster) started(id int) *node {
+	for _, nd := range c.all() {
+		if nd.id == id {
+			return nd
+		}
+	}
+	c.t.Fatalf("no node %d was started (members %v)", id, c.ids())
+	return nil
+}
+
 func (nd *node) start() { nd.startExpecting(false) }
 
 // startExpecting starts the node; with exit set its exit is expected (a
