@@ -86,8 +86,9 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 				}
 			}
 			if sp.ErrorCode == 0 && sp.Offset >= 0 {
-				// Found: the one leader epoch kgate's batches carry
-				// (none is stamped; -1 is Kafka's "no offset" answer).
+				// An offset found carries epoch 0, as it always did
+				// here (kgate stamps no leader epoch into batches);
+				// -1 stays Kafka's answer without an offset.
 				sp.LeaderEpoch = 0
 			}
 			st.Partitions = append(st.Partitions, sp)
