@@ -439,7 +439,7 @@ func (w *clGroupWatch) report(t *testing.T) {
 			forming++
 		}
 	}
-	t.Logf("group consumed %d distinct records (%d more than once once stable; %d read again across the rebalances that formed it)",
+	t.Logf("group consumed %d distinct records (%d more than once after it was stable; %d read again across the rebalances that formed it)",
 		len(w.consumed), dups, forming)
 	// A session a client ended costs a rebalance: the member's uncommitted
 	// records are read again and every member sees callbacks.
