@@ -589,6 +589,9 @@ func (c *conn) write(ctx context.Context, q *answerQueue) bool {
 			}
 		}
 		out = AppendResponse(out[:0], p.corr, resp)
+		if p.reply.release != nil {
+			p.reply.release()
+		}
 		c.encoding = time.Since(encoding)
 		if c.peer {
 			// The forwarding node waits until it has applied as much.

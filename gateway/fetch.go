@@ -46,7 +46,8 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 			}
 		}
 	}
-	return later(func() kmsg.Response {
+	arena := newReadArena(&s.readPools)
+	rep := later(func() kmsg.Response {
 		s.awaitFetchLeaders(ctx, req)
 		// A long poll parked on a leader that gets cut off would hold
 		// its client for the rest of its wait (franz-go: 5 s) before the
@@ -59,36 +60,38 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 		if !s.cutOffNow() {
 			poll, stop = s.untilCutOff(context.WithCancel(ctx))
 		}
-		resp := s.fetch(poll, req, denied)
+		resp := s.fetch(poll, arena, req, denied)
 		ended := poll.Err() != nil && ctx.Err() == nil // before stop, which ends it too
 		stop()
 		if ended && s.fetchLeaderless(req) {
 			var watches []partitionWatch
-			resp, _ = s.fetchOnce(ctx, req, denied, &watches)
+			resp, _ = s.fetchOnce(ctx, arena, req, denied, &watches)
 		}
 		s.addFetchLeaderHints(req, resp)
 		return resp
 	})
+	rep.release = arena.release
+	return rep
 }
 
-// fetch answers req; partitions of denied topics get
-// TOPIC_AUTHORIZATION_FAILED.
-func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest, denied map[string]bool) *kmsg.FetchResponse {
+// fetch answers req, its reads in buffers of arena; partitions of denied
+// topics get TOPIC_AUTHORIZATION_FAILED.
+func (s *Server) fetch(ctx context.Context, arena *readArena, req *kmsg.FetchRequest, denied map[string]bool) *kmsg.FetchResponse {
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 	var watches []partitionWatch
-	resp, size := s.fetchOnce(ctx, req, denied, &watches)
+	resp, size := s.fetchOnce(ctx, arena, req, denied, &watches)
 	if size >= int(req.MinBytes) || size > 0 && req.MinBytes <= 0 || wait <= 0 || len(watches) == 0 {
 		return resp
 	}
 	s.metrics.parkedFetches.Add(1)
-	changed := s.awaitMinBytes(ctx, watches, size, int(req.MinBytes), deadline)
+	changed := s.awaitMinBytes(ctx, arena, watches, size, int(req.MinBytes), deadline)
 	s.metrics.parkedFetches.Add(-1)
 	if !changed || ctx.Err() != nil {
 		return resp // nothing arrived: the first read is the answer
 	}
 	watches = watches[:0]
-	resp, _ = s.fetchOnce(ctx, req, denied, &watches)
+	resp, _ = s.fetchOnce(ctx, arena, req, denied, &watches)
 	return resp
 }
 
@@ -109,7 +112,7 @@ type partitionWatch struct {
 // partition that changed and counts those bytes toward minBytes, so a
 // waiting long poll costs one small read per append, not a whole fetch. It
 // reports whether any partition changed.
-func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, total, minBytes int, deadline time.Time) bool {
+func (s *Server) awaitMinBytes(ctx context.Context, arena *readArena, watches []partitionWatch, total, minBytes int, deadline time.Time) bool {
 	changed := false
 	chans := make([]<-chan struct{}, len(watches))
 	for total < minBytes {
@@ -134,7 +137,7 @@ func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, to
 		if w.size >= w.maxBytes {
 			continue // this partition already gives all it may
 		}
-		res, err := s.backend.Read(ctx, w.topic, w.partition, w.next, w.maxBytes-w.size)
+		res, err := s.read(ctx, arena, w.topic, w.partition, w.next, w.maxBytes-w.size)
 		if err != nil {
 			return true // the answer's full read reports it
 		}
@@ -188,7 +191,7 @@ type partitionRead struct {
 
 // fetchOnce reads every requested partition once. It collects a wake-up
 // channel for each partition that answered without error.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, denied map[string]bool, watches *[]partitionWatch) (*kmsg.FetchResponse, int) {
+func (s *Server) fetchOnce(ctx context.Context, arena *readArena, req *kmsg.FetchRequest, denied map[string]bool, watches *[]partitionWatch) (*kmsg.FetchResponse, int) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -245,7 +248,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, denied m
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	s.readPartitions(ctx, reads, maxBytes)
+	s.readPartitions(ctx, arena, reads, maxBytes)
 
 	// The response budget is applied in request order, as if the reads had
 	// run one after another (KIP-74: the first non-empty partition always
@@ -317,10 +320,10 @@ func (s *Server) stabilize(r *partitionRead, committed bool) {
 }
 
 // readPartitions reads every partition, up to fetchReadParallelism at once.
-func (s *Server) readPartitions(ctx context.Context, reads []partitionRead, maxBytes int) {
+func (s *Server) readPartitions(ctx context.Context, arena *readArena, reads []partitionRead, maxBytes int) {
 	read := func(r *partitionRead) {
 		limit := max(min(int(r.rp.PartitionMaxBytes), maxBytes), 1)
-		r.res, r.err = s.backend.Read(ctx, r.topic, r.rp.Partition, r.rp.FetchOffset, limit)
+		r.res, r.err = s.read(ctx, arena, r.topic, r.rp.Partition, r.rp.FetchOffset, limit)
 	}
 	if len(reads) == 1 {
 		read(&reads[0])

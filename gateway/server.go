@@ -206,6 +206,8 @@ type Server struct {
 	// answerBufs holds the encoding buffers of answers larger than a
 	// connection keeps (connBufferBytes).
 	answerBufs sync.Pool // of *[]byte
+	// readPools holds fetches' read buffers between fetches (readArena).
+	readPools readPools
 	// batchBufs holds the TLS record batchers' buffers between answers,
 	// so an idle TLS connection holds none (recordBatcher).
 	batchBufs sync.Pool // of *[]byte
@@ -545,6 +547,9 @@ type Reply struct {
 	// answered is when a later answer was ready; set before it is sent
 	// on later.
 	answered *time.Time
+	// release, when set, is called once the answer is encoded (its
+	// buffers may then be reused; see readArena).
+	release func()
 }
 
 func now(resp kmsg.Response) Reply { return Reply{resp: resp} }

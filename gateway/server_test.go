@@ -1974,3 +1974,74 @@ func checkRetentionMetrics(t *testing.T, b prometheus.Collector, dir string, bef
 		}
 	}
 }
+
+// Fetches read into pooled buffers (readArena) that go back once each answer
+// is encoded: many connections fetching different partitions at once must
+// each get exactly their own partition's batches, intact.
+func TestConcurrentFetchesGetTheirOwnBytes(t *testing.T) {
+	n := startNode(t, nil)
+	const parts = 4
+	createTopic(t, n.addr, "pooled", parts, nil)
+	c := dialRaw(t, n.addr)
+	for p := int32(0); p < parts; p++ {
+		for i := 0; i < 20; i++ {
+			// Batches of different sizes, so buffers of several classes.
+			recs := valueRecords(fmt.Sprintf("p%d-", p), 50+200*(i%4))
+			for j := range recs {
+				recs[j].Value = append(recs[j].Value, bytes.Repeat([]byte{byte('a' + p)}, 100*int(p+1))...)
+			}
+			resp := c.do(produceReq(9, -1, "pooled", p, build(t, plainBuilder(), recs))).(*kmsg.ProduceResponse)
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("produce to %d: code %d", p, code)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, parts*2)
+	for w := 0; w < parts*2; w++ {
+		p := int32(w % parts)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fc := dialRaw(t, n.addr)
+			for round := 0; round < 30; round++ {
+				offset := int64(0)
+				for {
+					resp := fc.do(fetchReq("pooled", p, offset, 0, 0, 64<<10)).(*kmsg.FetchResponse)
+					sp := resp.Topics[0].Partitions[0]
+					if sp.ErrorCode != 0 {
+						errs <- fmt.Errorf("partition %d at %d: code %d", p, offset, sp.ErrorCode)
+						return
+					}
+					if len(sp.RecordBatches) == 0 {
+						break
+					}
+					for data := sp.RecordBatches; len(data) > 0; {
+						h, recs, err := records.Records(data, 1<<20)
+						if err != nil {
+							errs <- fmt.Errorf("partition %d at %d: %v", p, offset, err)
+							return
+						}
+						if h.BaseOffset != offset {
+							errs <- fmt.Errorf("partition %d: batch at %d, want %d", p, h.BaseOffset, offset)
+							return
+						}
+						for _, r := range recs {
+							if !bytes.HasPrefix(r.Value, []byte(fmt.Sprintf("p%d-", p))) || !bytes.HasSuffix(r.Value, []byte{byte('a' + p)}) {
+								errs <- fmt.Errorf("partition %d at %d: a record of another partition: %.20q", p, offset, r.Value)
+								return
+							}
+						}
+						offset = h.LastOffset() + 1
+						data = data[h.Size():]
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

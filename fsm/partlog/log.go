@@ -339,6 +339,12 @@ func (l *Log) activeLocked(base, n int64) (*segment, error) {
 // maxBytes, but always at least that first batch (KIP-74). It reads from one
 // segment; the caller fetches again for more. A read at Next() returns nil.
 func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
+	return l.ReadWith(offset, maxBytes, nil)
+}
+
+// ReadWith is Read into a buffer of n bytes that alloc returns (nil: a new
+// one), for callers that reuse their buffers.
+func (l *Log) ReadWith(offset int64, maxBytes int, alloc func(n int) []byte) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if offset < l.start || offset > l.next {
@@ -364,11 +370,18 @@ func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		buf := make([]byte, end-pos)
-		if _, err := s.f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
+		var buf []byte
+		if alloc != nil {
+			buf = alloc(int(end - pos))
+		} else {
+			buf = make([]byte, end-pos)
+		}
+		n, err := s.f.ReadAt(buf, pos)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		return buf, nil
+		// Only what was read: a reused buffer holds older bytes past it.
+		return buf[:n], nil
 	}
 	return nil, nil
 }

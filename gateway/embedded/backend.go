@@ -251,12 +251,17 @@ func (b *Backend) partition(topic string, p int32) (*fsm.Partition, error) {
 func (b *Backend) AppendTimes() bool { return b.fsm.FeatureLevel() >= fsm.LevelLogAppendTime }
 
 // Read returns batches from offset.
-func (b *Backend) Read(_ context.Context, topic string, p int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+func (b *Backend) Read(ctx context.Context, topic string, p int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+	return b.ReadInto(ctx, topic, p, offset, maxBytes, nil)
+}
+
+// ReadInto is Read into a buffer alloc returns (gateway.ReaderInto).
+func (b *Backend) ReadInto(_ context.Context, topic string, p int32, offset int64, maxBytes int, alloc func(int) []byte) (gateway.ReadResult, error) {
 	part, err := b.partition(topic, p)
 	if err != nil {
 		return gateway.ReadResult{HighWatermark: -1, LogStartOffset: -1}, err
 	}
-	data, err := part.Log.Read(offset, maxBytes)
+	data, err := part.Log.ReadWith(offset, maxBytes, alloc)
 	start, next := part.Log.Bounds()
 	res := gateway.ReadResult{Records: data, HighWatermark: next, LogStartOffset: start}
 	if errors.Is(err, partlog.ErrOffsetOutOfRange) {

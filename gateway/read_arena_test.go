@@ -1,0 +1,34 @@
+package gateway
+
+import "testing"
+
+// The arena's buffers go back to their pool at release and come out again
+// for the next fetch; a read larger than the largest class gets its own.
+func TestReadArenaReusesBuffersAfterRelease(t *testing.T) {
+	var pools readPools
+	a := newReadArena(&pools)
+	b := a.alloc(100 << 10)
+	if len(b) != 100<<10 || cap(b) != 128<<10 {
+		t.Fatalf("alloc(100 KiB): len %d cap %d, want 100 KiB in a 128 KiB buffer", len(b), cap(b))
+	}
+	small := a.alloc(10)
+	if len(small) != 10 || cap(small) != 64<<10 {
+		t.Fatalf("alloc(10): len %d cap %d, want the 64 KiB class", len(small), cap(small))
+	}
+	huge := a.alloc(17 << 20)
+	if len(huge) != 17<<20 {
+		t.Fatalf("alloc(17 MiB): len %d", len(huge))
+	}
+	a.release()
+	// sync.Pool may drop what it holds at any GC; retry a few times.
+	reused := false
+	for try := 0; try < 10 && !reused; try++ {
+		next := newReadArena(&pools)
+		c := next.alloc(120 << 10)
+		reused = &c[:1][0] == &b[:1][0]
+		next.release()
+	}
+	if !reused {
+		t.Fatal("a released 128 KiB buffer never came back for the next read of its class")
+	}
+}
