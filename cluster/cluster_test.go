@@ -610,18 +610,16 @@ func TestRestartedSeedIsFoundAgain(t *testing.T) {
 	readyAll(t, c.nodes)
 }
 
-// A node whose --join seed has left finds the cluster again when it starts
-// again, through the nodes it knew (the peers file), though no other node
-// reaches out to it. (The fault campaign: a node that had joined through a
-// node gone since was killed and started again; alone in gossip for 36 s,
-// it followed the Raft leader but named no broker, and a producer that
-// asked it waited 41 s.)
-func TestRestartedNodeWhoseSeedLeftFindsTheClusterAgain(t *testing.T) {
-	c := newCluster(t, 3, nil) // nodes 2 and 3 join through node 1
+// clusterWhoseSeedLeft starts nodes 1-3 (2 and 3 join through node 1) and
+// node 4 (joining through node 2), has the seed, node 1, leave and stop,
+// and waits until node 3's peers file names nodes 2 and 4.
+func clusterWhoseSeedLeft(t *testing.T) (c *testCluster, seed, second, third, fourth *testNode) {
+	t.Helper()
+	c = newCluster(t, 3, nil)
 	leaderAmong(t, c.nodes)
 	votersAre(t, c.nodes, c.nodes)
-	seed, second, third := c.nodes[0], c.nodes[1], c.nodes[2]
-	fourth := c.newNode(4, []string{second.gossipAddr}, 1, nil)
+	seed, second, third = c.nodes[0], c.nodes[1], c.nodes[2]
+	fourth = c.newNode(4, []string{second.gossipAddr}, 1, nil)
 	fourth.start(t)
 	votersAre(t, c.nodes, c.nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -632,14 +630,25 @@ func TestRestartedNodeWhoseSeedLeftFindsTheClusterAgain(t *testing.T) {
 	seed.stop(t)
 	rest := []*testNode{second, third, fourth}
 	votersAre(t, rest, rest)
+	want := []savedPeer{{ID: second.id, Addr: second.gossipAddr}, {ID: fourth.id, Addr: fourth.gossipAddr}}
 	eventually(t, 20*time.Second, "node 3 saves the gossip addresses of nodes 2 and 4", func() error {
-		ps := readPeers(third.dir)
-		want := []savedPeer{{ID: second.id, Addr: second.gossipAddr}, {ID: fourth.id, Addr: fourth.gossipAddr}}
-		if !reflect.DeepEqual(ps, want) {
+		if ps := readPeers(third.dir); !reflect.DeepEqual(ps, want) {
 			return fmt.Errorf("saved %+v, want %+v", ps, want)
 		}
 		return nil
 	})
+	return c, seed, second, third, fourth
+}
+
+// A node whose --join seed has left finds the cluster again when it starts
+// again, through the nodes it knew (the peers file), though no other node
+// reaches out to it. (The fault campaign: a node that had joined through a
+// node gone since was killed and started again; alone in gossip for 36 s,
+// it followed the Raft leader but named no broker, and a producer that
+// asked it waited 41 s.)
+func TestRestartedNodeWhoseSeedLeftFindsTheClusterAgain(t *testing.T) {
+	_, _, second, third, fourth := clusterWhoseSeedLeft(t)
+	rest := []*testNode{second, third, fourth}
 
 	// Node 3 crashes and starts again, and nothing the others send reaches
 	// it: only its own dials can bring it back.
@@ -669,28 +678,8 @@ func TestRestartedNodeWhoseSeedLeftFindsTheClusterAgain(t *testing.T) {
 // Raft configuration that gossip does not know at the addresses it saved,
 // and keeps those addresses saved while gossip has not found them.
 func TestRestartedNodeNotAloneStillFindsItsVoters(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	leaderAmong(t, c.nodes)
-	votersAre(t, c.nodes, c.nodes)
-	seed, second, third := c.nodes[0], c.nodes[1], c.nodes[2]
-	fourth := c.newNode(4, []string{second.gossipAddr}, 1, nil)
-	fourth.start(t)
-	votersAre(t, c.nodes, c.nodes)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := seed.n.Leave(ctx); err != nil {
-		t.Fatalf("the seed's leave: %v", err)
-	}
-	seed.stop(t)
-	rest := []*testNode{second, third, fourth}
-	votersAre(t, rest, rest)
+	c, seed, second, third, fourth := clusterWhoseSeedLeft(t)
 	want := []savedPeer{{ID: second.id, Addr: second.gossipAddr}, {ID: fourth.id, Addr: fourth.gossipAddr}}
-	eventually(t, 20*time.Second, "node 3 saves the gossip addresses of nodes 2 and 4", func() error {
-		if ps := readPeers(third.dir); !reflect.DeepEqual(ps, want) {
-			return fmt.Errorf("saved %+v, want %+v", ps, want)
-		}
-		return nil
-	})
 
 	// A fresh node waits for a cluster; node 3 crashes and starts again
 	// with it among its seeds, and nothing the cluster sends reaches node 3.
