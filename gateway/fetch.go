@@ -85,7 +85,7 @@ func (s *Server) fetch(ctx context.Context, arena *readArena, req *kmsg.FetchReq
 		return resp
 	}
 	s.metrics.parkedFetches.Add(1)
-	changed := s.awaitMinBytes(ctx, arena, watches, size, int(req.MinBytes), deadline)
+	changed := s.awaitMinBytes(ctx, watches, size, int(req.MinBytes), deadline)
 	s.metrics.parkedFetches.Add(-1)
 	if !changed || ctx.Err() != nil {
 		return resp // nothing arrived: the first read is the answer
@@ -112,7 +112,7 @@ type partitionWatch struct {
 // partition that changed and counts those bytes toward minBytes, so a
 // waiting long poll costs one small read per append, not a whole fetch. It
 // reports whether any partition changed.
-func (s *Server) awaitMinBytes(ctx context.Context, arena *readArena, watches []partitionWatch, total, minBytes int, deadline time.Time) bool {
+func (s *Server) awaitMinBytes(ctx context.Context, watches []partitionWatch, total, minBytes int, deadline time.Time) bool {
 	changed := false
 	chans := make([]<-chan struct{}, len(watches))
 	for total < minBytes {
@@ -137,7 +137,9 @@ func (s *Server) awaitMinBytes(ctx context.Context, arena *readArena, watches []
 		if w.size >= w.maxBytes {
 			continue // this partition already gives all it may
 		}
-		res, err := s.read(ctx, arena, w.topic, w.partition, w.next, w.maxBytes-w.size)
+		// Counted and dropped, so not from the fetch's arena, which
+		// would hold a pooled buffer for each wake-up until the answer.
+		res, err := s.backend.Read(ctx, w.topic, w.partition, w.next, w.maxBytes-w.size)
 		if err != nil {
 			return true // the answer's full read reports it
 		}
