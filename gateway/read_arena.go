@@ -14,7 +14,9 @@ type ReaderInto interface {
 }
 
 // Read buffers are pooled in power-of-two classes from 64 KiB to 16 MiB;
-// smaller and larger reads get buffers of their own.
+// smaller and larger reads get buffers of their own (a fetch of a thousand
+// partitions of a few records each must not hold a thousand 64 KiB
+// buffers, and a small buffer costs little to zero and collect).
 const (
 	minReadClass = 16 // 64 KiB
 	maxReadClass = 24 // 16 MiB
@@ -38,10 +40,9 @@ func newReadArena(pools *readPools) *readArena { return &readArena{pools: pools}
 // alloc returns a buffer of n bytes whose content is undefined.
 func (a *readArena) alloc(n int) []byte {
 	class := bits.Len(uint(n - 1))
-	if n <= 0 || class > maxReadClass {
+	if n < 1<<minReadClass || class > maxReadClass {
 		return make([]byte, n)
 	}
-	class = max(class, minReadClass)
 	bp, _ := a.pools[class-minReadClass].Get().(*[]byte)
 	if bp == nil {
 		b := make([]byte, 1<<class)

@@ -3,7 +3,8 @@ package gateway
 import "testing"
 
 // The arena's buffers go back to their pool at release and come out again
-// for the next fetch; a read larger than the largest class gets its own.
+// for the next fetch; reads smaller than the smallest class or larger than
+// the largest get their own.
 func TestReadArenaReusesBuffersAfterRelease(t *testing.T) {
 	var pools readPools
 	a := newReadArena(&pools)
@@ -12,8 +13,11 @@ func TestReadArenaReusesBuffersAfterRelease(t *testing.T) {
 		t.Fatalf("alloc(100 KiB): len %d cap %d, want 100 KiB in a 128 KiB buffer", len(b), cap(b))
 	}
 	small := a.alloc(10)
-	if len(small) != 10 || cap(small) != 64<<10 {
-		t.Fatalf("alloc(10): len %d cap %d, want the 64 KiB class", len(small), cap(small))
+	if len(small) != 10 || cap(small) != 10 {
+		t.Fatalf("alloc(10): len %d cap %d, want a buffer of its own", len(small), cap(small))
+	}
+	if c := a.alloc(64 << 10); cap(c) != 64<<10 {
+		t.Fatalf("alloc(64 KiB): cap %d, want the 64 KiB class", cap(c))
 	}
 	huge := a.alloc(17 << 20)
 	if len(huge) != 17<<20 {
