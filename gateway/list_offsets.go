@@ -39,8 +39,7 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	// A partition named twice is INVALID_REQUEST, answered once (Kafka).
-	named := map[fsm.TopicPartition]int{}
-	answered := map[fsm.TopicPartition]bool{}
+	named := map[fsm.TopicPartition]int{} // set to 0 once answered
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			named[fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]++
@@ -53,16 +52,17 @@ func (s *Server) handleListOffsets(ctx context.Context, r *Request) Reply {
 		permitted := s.allowedTopic(r, kmsg.ACLOperationDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			tp := fsm.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			if answered[tp] {
+			times := named[tp]
+			if times == 0 {
 				continue
 			}
-			answered[tp] = true
+			named[tp] = 0
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			if !permitted {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if named[tp] > 1 {
+			} else if times > 1 {
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			} else if !timestampSupported(rp.Timestamp, req.Version) {
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
