@@ -46,7 +46,7 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 			}
 		}
 	}
-	arena := newReadArena(&s.readPools)
+	arena := s.readArena()
 	rep := later(func() kmsg.Response {
 		s.awaitFetchLeaders(ctx, req)
 		// A long poll parked on a leader that gets cut off would hold
@@ -70,7 +70,9 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 		s.addFetchLeaderHints(req, resp)
 		return resp
 	})
-	rep.release = arena.release
+	if arena != nil {
+		rep.release = arena.release
+	}
 	return rep
 }
 

@@ -37,6 +37,14 @@ type readArena struct {
 
 func newReadArena(pools *readPools) *readArena { return &readArena{pools: pools} }
 
+// readArena is a fetch's arena, nil when the backend cannot read into one.
+func (s *Server) readArena() *readArena {
+	if s.readerInto == nil {
+		return nil
+	}
+	return newReadArena(&s.readPools)
+}
+
 // alloc returns a buffer of n bytes whose content is undefined.
 func (a *readArena) alloc(n int) []byte {
 	class := bits.Len(uint(n - 1))
@@ -66,10 +74,11 @@ func (a *readArena) release() {
 	}
 }
 
-// read reads a partition through the arena when the backend can.
+// read reads a partition into a's buffers, or as the backend does without
+// an arena (a is nil).
 func (s *Server) read(ctx context.Context, a *readArena, topic string, partition int32, offset int64, maxBytes int) (ReadResult, error) {
-	if ri, ok := s.backend.(ReaderInto); ok && a != nil {
-		return ri.ReadInto(ctx, topic, partition, offset, maxBytes, a.alloc)
+	if a != nil {
+		return s.readerInto.ReadInto(ctx, topic, partition, offset, maxBytes, a.alloc)
 	}
 	return s.backend.Read(ctx, topic, partition, offset, maxBytes)
 }

@@ -206,8 +206,11 @@ type Server struct {
 	// answerBufs holds the encoding buffers of answers larger than a
 	// connection keeps (connBufferBytes).
 	answerBufs sync.Pool // of *[]byte
-	// readPools holds fetches' read buffers between fetches (readArena).
-	readPools readPools
+	// readerInto is the backend's reading into given buffers, nil when it
+	// has none; readPools holds fetches' read buffers between fetches
+	// (readArena).
+	readerInto ReaderInto
+	readPools  readPools
 	// batchBufs holds the TLS record batchers' buffers between answers,
 	// so an idle TLS connection holds none (recordBatcher).
 	batchBufs sync.Pool // of *[]byte
@@ -254,6 +257,7 @@ func New(cfg Config, backend Backend, cluster Cluster) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, backend: backend, cluster: cluster, groups: cfg.Groups, txns: cfg.Transactions, quotas: cfg.Quotas,
 		throttle: throttler{window: cfg.QuotaWindow, now: time.Now}, conns: map[*conn]struct{}{}, metrics: newMetrics()}
 	s.txnBackend, _ = backend.(TransactionalBackend)
+	s.readerInto, _ = backend.(ReaderInto)
 	if cfg.MarkerRouter != nil {
 		cfg.MarkerRouter.srv.Store(s)
 	}
