@@ -160,16 +160,20 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("workload never got going: %v", err)
 	}
 
-	// The short run applies each kind once, in an order from the seed.
-	order := append([]string(nil), kinds...)
-	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	// Kinds are dealt from decks shuffled by the seed, each kind once a
+	// deck: the short run is one deck, and a campaign of k decks applies
+	// every kind k times, in an order as random as independent draws but
+	// without their spread of counts.
+	var deck []string
 	var done []fault
 faults:
 	for i := range n {
-		kind := order[i%len(order)]
-		if *faultsFlag != 0 {
-			kind = kinds[rng.Intn(len(kinds))]
+		if len(deck) == 0 {
+			deck = append(deck, kinds...)
+			rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
 		}
+		kind := deck[0]
+		deck = deck[1:]
 		hold := between(hs[kind])
 		time.Sleep(between(gap)) // the schedule's random gap, not a synchronization
 		leader, err := c.waitFormed(recoveryLimit)
