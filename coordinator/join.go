@@ -46,8 +46,11 @@ type JoinResult struct {
 	PreviousLeader string
 }
 
-// validGroupID applies Kafka's rule (and our bound): 1-249 bytes.
-func validGroupID(id string) bool { return id != "" && len(id) <= 249 }
+// validGroupID is Kafka's rule for the APIs of a group's members (join,
+// sync, heartbeat, leave, offset delete): any id but the empty one, of any
+// length the protocol carries. Offset commits and fetches, describe and
+// delete take the empty id too, as Kafka does for old clients.
+func validGroupID(id string) bool { return id != "" }
 
 // Join adds a member to a group and, unless it can be answered at once,
 // parks until the join window closes.

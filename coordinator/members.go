@@ -131,14 +131,12 @@ func resolveLeaver(g *fsm.GroupView, lm LeaveMember) (string, int16) {
 }
 
 // CommitOffsets stores offsets for a group member, or for a standalone
-// consumer or admin tool (generation -1, empty member id, Empty group).
+// consumer or admin tool (generation -1, empty member id, Empty group;
+// the group id may be empty then, as on Kafka).
 // It returns a code per offset, or a group-level code.
 func (c *Coordinator) CommitOffsets(ctx context.Context, group, memberID, instanceID string, generation int32, offsets []fsm.OffsetCommit) ([]int16, int16) {
 	if code := c.Status(); code != 0 {
 		return nil, code
-	}
-	if !validGroupID(group) {
-		return nil, kerr.InvalidGroupID.Code
 	}
 	res, code := c.propose(ctx, &fsm.CommitOffsets{Group: group, MemberID: memberID, InstanceID: instanceID,
 		Generation: generation, NowMs: c.now().UnixMilli(), MaxGroups: int32(c.cfg.MaxGroups), Offsets: offsets})

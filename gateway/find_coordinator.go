@@ -56,8 +56,6 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest, a access) kms
 			return -1, "", -1, kerr.InvalidRequest, "empty transactional id"
 		case req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTransaction:
 			return -1, "", -1, kerr.InvalidRequest, "unknown coordinator type"
-		case req.CoordinatorType == coordinatorGroup && key == "":
-			return -1, "", -1, kerr.InvalidGroupID, "empty group id"
 		}
 		// The Raft leader coordinates every group and every transaction.
 		n, ok := s.cluster.ServingLeader()

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -451,6 +452,67 @@ func TestEmptyGroupIDIsInvalid(t *testing.T) {
 		for api, code := range got {
 			if code != kerr.InvalidGroupID.Code {
 				t.Errorf("%s with group id \"\": code %d, want INVALID_GROUP_ID (%d)", api, code, kerr.InvalidGroupID.Code)
+			}
+		}
+	})
+}
+
+// TestEmptyAndLongGroupIDsKeepOffsets: Kafka takes the empty group id for
+// the offset APIs, FindCoordinator, DescribeGroups and DeleteGroups (only
+// the members' APIs and transactional commits refuse it), and a group id of
+// any length the protocol carries.
+func TestEmptyAndLongGroupIDsKeepOffsets(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		groupName(t, c, "warm") // Kafka creates its offsets topic on the first lookup
+		long := groupName(t, c, strings.Repeat("g", 300))
+		for _, v := range []int16{3, 4} {
+			fc := kmsg.NewPtrFindCoordinatorRequest()
+			fc.Version = v
+			fc.CoordinatorKey, fc.CoordinatorKeys = "", []string{""}
+			resp := c.do(fc).(*kmsg.FindCoordinatorResponse)
+			code := resp.ErrorCode
+			if v >= 4 {
+				code = resp.Coordinators[0].ErrorCode
+			}
+			if code != 0 {
+				t.Errorf("FindCoordinator v%d of \"\": code %d, want NONE", v, code)
+			}
+		}
+		for _, group := range []string{"", long} {
+			oc := kmsg.NewPtrOffsetCommitRequest()
+			oc.Version, oc.Group, oc.Generation = 8, group, -1
+			oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7}}}}
+			if code := c.do(oc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Errorf("OffsetCommit to a %d-byte group id: code %d, want NONE", len(group), code)
+			}
+			of := kmsg.NewPtrOffsetFetchRequest()
+			of.Version, of.Group = 7, group
+			of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: []int32{0}}}
+			if p := c.do(of).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != 7 {
+				t.Errorf("OffsetFetch of a %d-byte group id: offset %d code %d, want 7 and NONE", len(group), p.Offset, p.ErrorCode)
+			}
+			dg := kmsg.NewPtrDescribeGroupsRequest()
+			dg.Version, dg.Groups = 5, []string{group}
+			if g := c.do(dg).(*kmsg.DescribeGroupsResponse).Groups[0]; g.ErrorCode != 0 || g.State != "Empty" {
+				t.Errorf("DescribeGroups of a %d-byte group id: state %q code %d, want Empty and NONE", len(group), g.State, g.ErrorCode)
+			}
+		}
+		jg := joinReq(9, long, "", "", "consumer", consumerMetadata("a"))
+		if code := c.do(jg).(*kmsg.JoinGroupResponse).ErrorCode; code != kerr.MemberIDRequired.Code {
+			t.Errorf("JoinGroup of a %d-byte group id: code %d, want MEMBER_ID_REQUIRED", len(long), code)
+		}
+		tc := kmsg.NewPtrTxnOffsetCommitRequest()
+		tc.Version, tc.TransactionalID, tc.ProducerID, tc.Generation = 3, t.Name(), 1, -1
+		tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "a", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 8}}}}
+		if code := c.do(tc).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidGroupID.Code {
+			t.Errorf("TxnOffsetCommit to group id \"\": code %d, want INVALID_GROUP_ID", code)
+		}
+		del := kmsg.NewPtrDeleteGroupsRequest()
+		del.Version, del.Groups = 2, []string{"", long}
+		for _, g := range c.do(del).(*kmsg.DeleteGroupsResponse).Groups {
+			if g.ErrorCode != 0 {
+				t.Errorf("DeleteGroups of a %d-byte group id: code %d, want NONE", len(g.Group), g.ErrorCode)
 			}
 		}
 	})

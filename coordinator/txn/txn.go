@@ -267,6 +267,12 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, producerID int6
 // when it commits. Codes are per offset.
 func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group, member, instance string,
 	generation int32, offsets []fsm.OffsetCommit) ([]int16, int16) {
+	if code := c.Status(); code != 0 {
+		return nil, code
+	}
+	if group == "" { // Kafka takes the empty id for plain commits only
+		return nil, kerr.InvalidGroupID.Code
+	}
 	r, code := c.propose(ctx, &fsm.TxnCommitOffsets{TxnProducer: c.producer(id, producerID, epoch), Group: group,
 		MemberID: member, InstanceID: instance, Generation: generation, MaxGroups: int32(c.cfg.MaxGroups), Offsets: offsets})
 	if code != 0 {
