@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -436,5 +438,49 @@ func TestTopicConfigsAsKafkaHasThem(t *testing.T) {
 				t.Errorf("%s=%q: code %d, want %d", v.name, v.value, code, v.code)
 			}
 		}
+	})
+}
+
+// TestProduceBatchChecks: a batch past the topic's max.message.bytes is
+// MESSAGE_TOO_LARGE, one not at base offset 0 INVALID_RECORD, zstd before
+// Produce v7 UNSUPPORTED_COMPRESSION_TYPE; and a transactional batch in a
+// request without a transactional id fails every partition of the request
+// with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Nothing of them is written.
+func TestProduceBatchChecks(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		createTopics(t, c, newTopic(topic, 2, "max.message.bytes", "2000"))
+		awaitLeader(t, c, topic)
+		check := func(what string, req *kmsg.ProduceRequest, want int16) {
+			t.Helper()
+			for _, rt := range c.do(req).(*kmsg.ProduceResponse).Topics {
+				for _, p := range rt.Partitions {
+					if p.ErrorCode != want {
+						t.Errorf("%s, partition %d: code %d, want %d", what, p.Partition, p.ErrorCode, want)
+					}
+				}
+			}
+		}
+		large := build(t, plainBuilder(), []records.Record{{Value: bytes.Repeat([]byte("x"), 3000)}})
+		check("a 3 KB batch, max.message.bytes 2000", produceReq(9, -1, topic, 0, large), kerr.MessageTooLarge.Code)
+		moved := build(t, plainBuilder(), valueRecords("m", 1))
+		binary.BigEndian.PutUint64(moved, 77) // outside the CRC
+		check("base offset 77", produceReq(9, -1, topic, 0, moved), kerr.InvalidRecord.Code)
+		zb := plainBuilder()
+		zb.Codec = records.Zstd
+		zstd := build(t, zb, valueRecords("z", 1))
+		check("zstd in Produce v6", produceReq(6, -1, topic, 0, zstd), kerr.UnsupportedCompressionType.Code)
+		tb := plainBuilder()
+		tb.ProducerID, tb.ProducerEpoch, tb.BaseSequence, tb.Transactional = 4242, 0, 0, true
+		mixed := produceReq(9, -1, topic, 0, build(t, plainBuilder(), valueRecords("p", 1)))
+		p1 := kmsg.NewProduceRequestTopicPartition()
+		p1.Partition, p1.Records = 1, build(t, tb, valueRecords("t", 1))
+		mixed.Topics[0].Partitions = append(mixed.Topics[0].Partitions, p1)
+		check("a transactional batch without a transactional id", mixed, kerr.TransactionalIDAuthorizationFailed.Code)
+		if got := fetchRaw(t, c, topic, 0); got.ErrorCode != 0 || got.HighWatermark != 0 {
+			t.Errorf("partition 0 after the refused batches: code %d, high watermark %d; want nothing written", got.ErrorCode, got.HighWatermark)
+		}
+		check("zstd in Produce v7", produceReq(7, -1, topic, 0, zstd), 0)
 	})
 }

@@ -41,6 +41,10 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		topLevel = kerr.InvalidRequiredAcks.Code
 	case req.TransactionID != nil && s.txns == nil:
 		topLevel = kerr.TransactionalIDAuthorizationFailed.Code
+	case hasTransactionalBatch(req) && (req.TransactionID == nil ||
+		!s.allowed(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)):
+		// Kafka refuses the whole request so, before any partition.
+		topLevel = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	for ti, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
@@ -67,7 +71,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 				}
 			}
 			if code == 0 {
-				b, err := s.checkBatch(rt.Topic, info, rp.Partition, rp.Records, req.TransactionID != nil)
+				b, err := s.checkBatch(rt.Topic, info, rp.Partition, rp.Records, req.Version)
 				if err != nil {
 					code = ErrorCode(err)
 					msg := err.Error()
@@ -131,12 +135,16 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 }
 
 // checkBatch validates one partition's records as a Kafka broker does: one
-// magic-2 batch, intact, within the size limit, not a control batch,
-// transactional exactly when the request names a transactional id, and
-// its records' timestamps within the topic's bounds.
-func (s *Server) checkBatch(topic string, info TopicInfo, partition int32, data []byte, transactional bool) (ProduceBatch, error) {
-	if len(data) > s.cfg.MaxMessageBytes {
-		return ProduceBatch{}, kerr.MessageTooLarge
+// magic-2 batch at base offset 0, intact, within the topic's
+// max.message.bytes, compressed as the request's version allows, not a
+// control batch, and its records' timestamps within the topic's bounds.
+func (s *Server) checkBatch(topic string, info TopicInfo, partition int32, data []byte, version int16) (ProduceBatch, error) {
+	limit := int64(s.cfg.MaxMessageBytes) // the broker's message.max.bytes, the topics' default
+	if _, ok := info.Configs["max.message.bytes"]; ok {
+		limit = topicLong(info, "max.message.bytes")
+	}
+	if int64(len(data)) > limit {
+		return ProduceBatch{}, withMessage(kerr.MessageTooLarge, fmt.Sprintf("the record batch is %d bytes, more than the topic's max.message.bytes %d", len(data), limit))
 	}
 	if data = wholeBatches(data); len(data) == 0 {
 		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a produce request must hold at least one whole record batch per partition")
@@ -150,10 +158,12 @@ func (s *Server) checkBatch(topic string, info TopicInfo, partition int32, data 
 	}
 	h := hdrs[0]
 	switch {
+	case h.BaseOffset != 0:
+		return ProduceBatch{}, withMessage(kerr.InvalidRecord, fmt.Sprintf("the record batch's base offset must be 0, not %d", h.BaseOffset))
+	case h.Compression() == records.Zstd && version < 7:
+		return ProduceBatch{}, withMessage(kerr.UnsupportedCompressionType, "zstd needs Produce v7 or later")
 	case h.Control():
 		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "clients may not write control batches")
-	case h.Transactional() && !transactional:
-		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a transactional batch needs the request's transactional id")
 	case h.Transactional() && h.ProducerID < 0:
 		return ProduceBatch{}, withMessage(kerr.InvalidRecord, "a transactional batch needs a producer id")
 	}
@@ -166,6 +176,19 @@ func (s *Server) checkBatch(topic string, info TopicInfo, partition int32, data 
 		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence,
 		NumRecords: h.NumRecords,
 	}, nil
+}
+
+// hasTransactionalBatch reports whether any partition's first batch is
+// transactional, as Kafka looks before authorizing the transactional id.
+func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if h, err := records.ParseHeader(p.Records); err == nil && h.Magic == 2 && h.Transactional() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkTimestamps applies the topic's message.timestamp.after.max.ms and

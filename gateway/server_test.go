@@ -977,7 +977,7 @@ func TestProduceRejectsBadBatches(t *testing.T) {
 	}{
 		{"magic 1", magic1, kerr.InvalidRecord},
 		{"two batches", append(append([]byte(nil), good...), good...), kerr.InvalidRecord},
-		{"transactional", build(t, records.Builder{ProducerID: 5, ProducerEpoch: 0, BaseSequence: 0, Transactional: true}, valueRecords("t", 1)), kerr.InvalidRecord},
+		{"transactional", build(t, records.Builder{ProducerID: 5, ProducerEpoch: 0, BaseSequence: 0, Transactional: true}, valueRecords("t", 1)), kerr.TransactionalIDAuthorizationFailed}, // no transactional id: Kafka's code (TestProduceBatchChecks)
 		{"truncated", good[:len(good)-3], kerr.InvalidRecord}, // no whole batch, as Kafka answers
 	}
 	for _, tc := range cases {
