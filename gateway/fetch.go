@@ -25,6 +25,7 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 	if n > s.cfg.MaxElements {
 		return Reply{close: true}
 	}
+	mergeRepeatedPartitions(req, n)
 	// No fetch sessions: every fetch is a full one (session id 0). A client
 	// continuing a session it thinks it has gets FETCH_SESSION_ID_NOT_FOUND.
 	if req.SessionID != 0 && req.SessionEpoch > 0 {
@@ -74,6 +75,94 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Reply {
 		rep.release = arena.release
 	}
 	return rep
+}
+
+// mergeRepeatedPartitions answers a partition named more than once in one
+// fetch once, as Kafka does: at the place it was first named, with the
+// last naming's offsets and limits; partitions that then follow each other
+// under the same topic share one topic entry. n is the request's partition
+// count.
+func mergeRepeatedPartitions(req *kmsg.FetchRequest, n int) {
+	if n < 2 || !namesRepeated(req, n) {
+		return
+	}
+	type entry struct {
+		key fetchKey
+		p   kmsg.FetchRequestTopicPartition
+	}
+	seen := make(map[fetchKey]int, n)
+	entries := make([]entry, 0, n)
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			k := fetchKey{t.Topic, t.TopicID, p.Partition}
+			if i, ok := seen[k]; ok {
+				entries[i].p = p
+				continue
+			}
+			seen[k] = len(entries)
+			entries = append(entries, entry{k, p})
+		}
+	}
+	topics := make([]kmsg.FetchRequestTopic, 0, len(req.Topics))
+	for i, e := range entries {
+		if i == 0 || e.key.topic != entries[i-1].key.topic || e.key.id != entries[i-1].key.id {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = e.key.topic, e.key.id
+			topics = append(topics, t)
+		}
+		last := &topics[len(topics)-1]
+		last.Partitions = append(last.Partitions, e.p)
+	}
+	req.Topics = topics
+}
+
+// fetchKey names a partition as a fetch does: by topic name before v13,
+// by topic id from it (the other field is then empty).
+type fetchKey struct {
+	topic     string
+	id        [16]byte
+	partition int32
+}
+
+// namesRepeated reports whether req names a partition twice or a topic in
+// two entries in a row; without allocating for the usual small fetch.
+func namesRepeated(req *kmsg.FetchRequest, n int) bool {
+	for i := 1; i < len(req.Topics); i++ {
+		if req.Topics[i].Topic == req.Topics[i-1].Topic && req.Topics[i].TopicID == req.Topics[i-1].TopicID {
+			return true
+		}
+	}
+	if n > 16 {
+		seen := make(map[fetchKey]bool, n)
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				k := fetchKey{t.Topic, t.TopicID, p.Partition}
+				if seen[k] {
+					return true
+				}
+				seen[k] = true
+			}
+		}
+		return false
+	}
+	for i, t := range req.Topics {
+		for j, p := range t.Partitions {
+			for _, u := range req.Topics[:i+1] {
+				if u.Topic != t.Topic || u.TopicID != t.TopicID {
+					continue
+				}
+				for k, q := range u.Partitions {
+					if &u.Partitions[k] == &t.Partitions[j] {
+						break
+					}
+					if q.Partition == p.Partition {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // fetch answers req, its reads in buffers of arena; partitions of denied
@@ -197,10 +286,7 @@ type partitionRead struct {
 // channel for each partition that answered without error.
 func (s *Server) fetchOnce(ctx context.Context, arena *readArena, req *kmsg.FetchRequest, denied map[string]bool, watches *[]partitionWatch) (*kmsg.FetchResponse, int) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = int(s.cfg.MaxFrameBytes)
-	}
+	maxBytes := max(int(req.MaxBytes), 1) // 0 still gets the first batch (KIP-74), as from Kafka
 	maxBytes = min(maxBytes, int(s.cfg.MaxFrameBytes)-1024)
 	self := s.cluster.Self().ID
 	var reads []partitionRead

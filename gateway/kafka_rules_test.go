@@ -484,3 +484,67 @@ func TestProduceBatchChecks(t *testing.T) {
 		check("zstd in Produce v7", produceReq(7, -1, topic, 0, zstd), 0)
 	})
 }
+
+// TestFetchNamesEachPartitionOnce: a partition named twice in one fetch is
+// answered once, where it was first named, from the offset it was last
+// named with; a topic in two entries in a row gets one; and a fetch with
+// max_bytes 0 still gets its first batch (KIP-74), and only that.
+func TestFetchNamesEachPartitionOnce(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		createTopics(t, c, newTopic(topic, 2))
+		awaitLeader(t, c, topic)
+		for _, p := range []int32{0, 0, 0, 1} {
+			req := produceReq(9, -1, topic, p, build(t, plainBuilder(), valueRecords("v", 2)))
+			if code := c.do(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("produce to partition %d: code %d", p, code)
+			}
+		}
+		shape := func(resp *kmsg.FetchResponse) string {
+			var b strings.Builder
+			for _, rt := range resp.Topics {
+				b.WriteString("[")
+				for _, p := range rt.Partitions {
+					fmt.Fprintf(&b, " p%d:%d", p.Partition, len(decodeBatches(t, p.RecordBatches)))
+				}
+				b.WriteString(" ]")
+			}
+			return b.String()
+		}
+		// Partition 0 at offsets 0 and then 4 (2 records left), partition 1 between them.
+		req := fetchReq(topic, 0, 0, 0, 0, 1<<20)
+		p1, again := req.Topics[0].Partitions[0], req.Topics[0].Partitions[0]
+		p1.Partition, again.FetchOffset = 1, 4
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1, again)
+		if got, want := shape(c.do(req).(*kmsg.FetchResponse)), "[ p0:2 p1:2 ]"; got != want {
+			t.Errorf("partition 0 named twice: answered %s, want %s", got, want)
+		}
+		req = fetchReq(topic, 0, 0, 0, 0, 1<<20)
+		second := req.Topics[0]
+		second.Partitions = []kmsg.FetchRequestTopicPartition{p1}
+		req.Topics = append(req.Topics, second)
+		if got, want := shape(c.do(req).(*kmsg.FetchResponse)), "[ p0:6 p1:2 ]"; got != want {
+			t.Errorf("a topic in two entries in a row: answered %s, want %s", got, want)
+		}
+		// Past 16 partitions the repeat is found another way: name 2..17
+		// (unknown) between the two namings of partition 0.
+		req = fetchReq(topic, 0, 0, 0, 0, 1<<20)
+		want := "[ p0:2"
+		for p := int32(2); p < 18; p++ {
+			unknown := req.Topics[0].Partitions[0]
+			unknown.Partition = p
+			req.Topics[0].Partitions = append(req.Topics[0].Partitions, unknown)
+			want += fmt.Sprintf(" p%d:0", p)
+		}
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, again)
+		if got, want := shape(c.do(req).(*kmsg.FetchResponse)), want+" ]"; got != want {
+			t.Errorf("partition 0 named twice among 18: answered %s, want %s", got, want)
+		}
+		req = fetchReq(topic, 0, 0, 0, 0, 1<<20)
+		req.MaxBytes = 0
+		if got, want := shape(c.do(req).(*kmsg.FetchResponse)), "[ p0:2 ]"; got != want {
+			t.Errorf("max_bytes 0: answered %s, want %s (the first batch)", got, want)
+		}
+	})
+}
