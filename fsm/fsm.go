@@ -362,10 +362,14 @@ func (f *FSM) applyInitProducerID() any {
 	return &ProducerIDResult{ProducerID: id}
 }
 
-// segmentBytes is the topic's segment.bytes, or the FSM default.
+// segmentBytes is the topic's internal.segment.bytes (Kafka 4's override,
+// below segment.bytes' 1 MiB floor), else its segment.bytes, else the FSM
+// default.
 func (f *FSM) segmentBytes(cfg map[string]string) int64 {
-	if v, err := strconv.ParseInt(cfg["segment.bytes"], 10, 64); err == nil && v > 0 {
-		return v
+	for _, key := range []string{"internal.segment.bytes", "segment.bytes"} {
+		if v, err := strconv.ParseInt(cfg[key], 10, 64); err == nil && v > 0 {
+			return v
+		}
 	}
 	return f.opts.SegmentBytes
 }

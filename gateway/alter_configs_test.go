@@ -104,7 +104,7 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 	if r := alterResult(t, rs, err, "inc"); r.Err != nil {
 		t.Fatalf("validate only: %v (%s)", r.Err, r.ErrMessage)
 	}
-	rs, err = adm.ValidateAlterTopicConfigs(ctx, []kadm.AlterConfig{setConfig("retention.bytes", "-7")}, "inc")
+	rs, err = adm.ValidateAlterTopicConfigs(ctx, []kadm.AlterConfig{setConfig("retention.bytes", "7 bytes")}, "inc")
 	wantAlterError(t, alterResult(t, rs, err, "inc"), kerr.InvalidConfig, "retention.bytes")
 	wantDynamic(t, describeTopic(t, adm, "inc"), "retention.bytes", "4096")
 
@@ -123,11 +123,9 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 		{"below -1", []kadm.AlterConfig{setConfig("retention.ms", "-2")}, kerr.InvalidConfig, "retention.ms"},
 		{"bad enum", []kadm.AlterConfig{setConfig("compression.type", "brotli")}, kerr.InvalidConfig, "compression.type"},
 		{"null value", []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms"}}, kerr.InvalidConfig, "retention.ms"},
-		{"delete unknown key", []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "no.such.config"}}, kerr.InvalidConfig, "no.such.config"},
 		{"append to a long", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "retention.ms", Value: kmsg.StringPtr("5")}}, kerr.InvalidConfig, "retention.ms"},
 		{"subtract from a long", []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "retention.bytes", Value: kmsg.StringPtr("5")}}, kerr.InvalidConfig, "retention.bytes"},
 		{"append an unknown policy", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("shrink")}}, kerr.InvalidConfig, "cleanup.policy"},
-		{"subtract to empty", []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}, kerr.InvalidConfig, "cleanup.policy"},
 		{"key twice", []kadm.AlterConfig{setConfig("retention.ms", "5"), setConfig("retention.ms", "6")}, kerr.InvalidRequest, "retention.ms"},
 	} {
 		rs, err := adm.AlterTopicConfigs(ctx, tc.ops, "inc")
@@ -140,6 +138,21 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 	wantDefault(t, cfgs, "retention.ms", "604800000")
 	wantDefault(t, cfgs, "segment.bytes", "67108864")
 	wantDefault(t, cfgs, "cleanup.policy", "delete")
+
+	// As Kafka 4.3 answers: deleting a config it does not know changes
+	// nothing and succeeds, and a policy may be subtracted to nothing.
+	for _, op := range []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "no.such.config"},
+		{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}} {
+		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{op}, "inc")
+		if r := alterResult(t, rs, err, "inc"); r.Err != nil {
+			t.Errorf("%v of %s: %v (%s), want success", op.Op, op.Name, r.Err, r.ErrMessage)
+		}
+	}
+	wantDynamic(t, describeTopic(t, adm, "inc"), "cleanup.policy", "")
+	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "cleanup.policy"}}, "inc")
+	if r := alterResult(t, rs, err, "inc"); r.Err != nil {
+		t.Fatalf("delete cleanup.policy: %v (%s)", r.Err, r.ErrMessage)
+	}
 
 	// APPEND to a LIST config starts from the default and adds missing items only.
 	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}, "inc")
@@ -300,7 +313,7 @@ func TestAlterConfigsElementCap(t *testing.T) {
 // retention tick (here an hour away).
 func TestRetentionHonoursLoweredRetentionMs(t *testing.T) {
 	n := startNode(t, nil)
-	createTopic(t, n.addr, "ret-ms", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("1024")})
+	createTopic(t, n.addr, "ret-ms", 1, map[string]*string{"internal.segment.bytes": kmsg.StringPtr("1024")})
 	c := dialRaw(t, n.addr)
 	old := time.Now().Add(-2 * time.Hour).UnixMilli()
 	for i := 0; i < 12; i++ {

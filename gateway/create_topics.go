@@ -131,6 +131,9 @@ func (s *Server) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = name
 		v, set := cfg[name]
+		if !set && topicConfigs[name].internal() {
+			continue
+		}
 		if !set {
 			v = topicConfigs[name].def
 			c.Source = 5 // DEFAULT_CONFIG

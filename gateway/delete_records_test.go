@@ -87,7 +87,7 @@ func TestDeleteRecordsMovesLogStart(t *testing.T) {
 
 func TestDeleteRecordsDropsWholeSegments(t *testing.T) {
 	n := startNode(t, nil)
-	createTopic(t, n.addr, "drseg", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("1024")})
+	createTopic(t, n.addr, "drseg", 1, map[string]*string{"internal.segment.bytes": kmsg.StringPtr("1024")})
 	c := dialRaw(t, n.addr)
 	for i := 0; i < 6; i++ {
 		produceRaw(t, c, "drseg", build(t, plainBuilder(), []records.Record{{Value: make([]byte, 700)}}))

@@ -72,7 +72,7 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Reply {
 				tc := topicConfigs[name]
 				if v, set := info.Configs[name]; set {
 					add(name, v, tc.typ, sourceDynamicTopic, false)
-				} else {
+				} else if !tc.internal() {
 					add(name, tc.def, tc.typ, sourceDefault, false)
 				}
 			}

@@ -102,7 +102,10 @@ func (s *Server) incrementalAlterResource(ctx context.Context, res kmsg.Incremen
 // topic does not set the config, and take a comma-separated list of items.
 func applyConfigOp(configs map[string]string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) *alterAnswer {
 	tc, known := topicConfigs[c.Name]
-	if !known {
+	switch {
+	case !known && c.Op == kmsg.IncrementalAlterConfigOpDelete:
+		return nil // nothing to delete, as Kafka answers
+	case !known:
 		return failAlter(kerr.InvalidConfig, "unknown topic config %q", c.Name)
 	}
 	op := c.Op

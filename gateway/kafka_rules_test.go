@@ -415,6 +415,10 @@ func TestTopicConfigsAsKafkaHasThem(t *testing.T) {
 		{"max.decompressed.message.bytes", "0", invalid}, {"max.decompressed.message.bytes", "2147483640", invalid},
 		{"remote.log.copy.disable", "true", 0}, {"remote.log.copy.disable", "yes", invalid},
 		{"remote.storage.enable", "false", 0}, {"remote.storage.enable", "true", invalid},
+		{"segment.bytes", "1048575", invalid}, {"segment.bytes", "1048576", 0}, {"internal.segment.bytes", "1024", 0},
+		{"retention.bytes", "-7", 0}, {"retention.bytes", "x", invalid}, {"preallocate", "TRUE", 0}, {"preallocate", "yes", invalid},
+		{"cleanup.policy", "", 0}, {"cleanup.policy", " compact , delete ", 0}, {"cleanup.policy", "shrink", invalid},
+		{"retention.ms", " 5", 0}, {"compression.type", " gzip ", 0},
 	}
 	groupTargets(t, func(t *testing.T, addr string) {
 		c := dialRaw(t, addr)
@@ -545,6 +549,62 @@ func TestFetchNamesEachPartitionOnce(t *testing.T) {
 		req.MaxBytes = 0
 		if got, want := shape(c.do(req).(*kmsg.FetchResponse)), "[ p0:2 ]"; got != want {
 			t.Errorf("max_bytes 0: answered %s, want %s (the first batch)", got, want)
+		}
+	})
+}
+
+// TestTopicConfigValuesAsKafkaStoresThem: values are described as Kafka
+// parses them (trimmed, numbers and booleans in their plain form, list
+// items joined by commas), internal.segment.bytes is listed only where set,
+// and deleting a config no topic has changes nothing.
+func TestTopicConfigValuesAsKafkaStoresThem(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		given := map[string]string{"retention.ms": " 007", "preallocate": "TRUE", "cleanup.policy": " compact , delete",
+			"min.cleanable.dirty.ratio": " 1", "compression.type": " gzip ", "internal.segment.bytes": "1048576"}
+		var kv []string
+		for k, v := range given {
+			kv = append(kv, k, v)
+		}
+		createTopics(t, c, newTopic(topic, 1, kv...))
+		want := map[string]string{"retention.ms": "7", "preallocate": "true", "cleanup.policy": "compact,delete",
+			"min.cleanable.dirty.ratio": "1.0", "compression.type": "gzip", "internal.segment.bytes": "1048576"}
+		describe := func() map[string]string {
+			dc := kmsg.NewPtrDescribeConfigsRequest()
+			dc.Version = 4
+			dr := kmsg.NewDescribeConfigsRequestResource()
+			dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			dc.Resources = append(dc.Resources, dr)
+			got := map[string]string{}
+			for _, cfg := range c.do(dc).(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+				if cfg.Value != nil {
+					got[cfg.Name] = *cfg.Value
+				}
+			}
+			return got
+		}
+		got := describe()
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s given %q: described %q, want %q", k, given[k], got[k], v)
+			}
+		}
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		req.Version = 1
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+		for _, name := range []string{"no.such.config", "internal.segment.bytes"} {
+			cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			cfg.Name, cfg.Op = name, kmsg.IncrementalAlterConfigOpDelete
+			res.Configs = append(res.Configs, cfg)
+		}
+		req.Resources = append(req.Resources, res)
+		if code := c.do(req).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != 0 {
+			t.Errorf("deleting an unknown config and internal.segment.bytes: code %d, want NONE", code)
+		}
+		if v, listed := describe()["internal.segment.bytes"]; listed {
+			t.Errorf("internal.segment.bytes still listed (%q) once deleted", v)
 		}
 	})
 }

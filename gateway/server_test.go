@@ -1848,15 +1848,15 @@ func segmentFiles(t *testing.T, dir string) int {
 func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 	n := startNode(t, nil)
 	createTopic(t, n.addr, "ret", 1, map[string]*string{
-		"segment.bytes":   kmsg.StringPtr("2048"),
-		"retention.bytes": kmsg.StringPtr("4096"),
+		"internal.segment.bytes": kmsg.StringPtr("2048"),
+		"retention.bytes":        kmsg.StringPtr("4096"),
 	})
 	// A compact-only topic (Kafka Streams' changelogs) is never trimmed:
 	// kgate does not compact, and retention applies with "delete" only.
 	createTopic(t, n.addr, "cmp", 1, map[string]*string{
-		"segment.bytes":   kmsg.StringPtr("2048"),
-		"retention.bytes": kmsg.StringPtr("4096"),
-		"cleanup.policy":  kmsg.StringPtr("compact"),
+		"internal.segment.bytes": kmsg.StringPtr("2048"),
+		"retention.bytes":        kmsg.StringPtr("4096"),
+		"cleanup.policy":         kmsg.StringPtr("compact"),
 	})
 	c := dialRaw(t, n.addr)
 	for i := 0; i < 40; i++ {
@@ -1871,7 +1871,7 @@ func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 	dir := filepath.Join(n.dataDir, "topics", fmt.Sprintf("%x-0", id))
 	before := segmentFiles(t, dir)
 	if before < 5 {
-		t.Fatalf("only %d segment files after 40 batches of 400 bytes with segment.bytes=2048", before)
+		t.Fatalf("only %d segment files after 40 batches of 400 bytes with internal.segment.bytes=2048", before)
 	}
 	if p := listOffset(t, c, "ret", -2); p.Offset != 0 {
 		t.Fatalf("log start %d before retention ran", p.Offset)
@@ -1931,7 +1931,7 @@ func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 		}
 	}
 	if kept > 4096+2048 {
-		t.Errorf("%d bytes kept with retention.bytes=4096 and segment.bytes=2048", kept)
+		t.Errorf("%d bytes kept with retention.bytes=4096 and internal.segment.bytes=2048", kept)
 	}
 	checkRetentionMetrics(t, n.backend, dir, before)
 }

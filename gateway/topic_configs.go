@@ -29,9 +29,42 @@ type topicConfig struct {
 	validate func(string) error
 }
 
+// internal reports whether DescribeConfigs and CreateTopics list the config
+// only where the topic sets it, as Kafka lists its internal configs.
+func (tc topicConfig) internal() bool { return tc.def == "" && tc.typ == configInt } // internal.segment.bytes
+
 // isList reports whether IncrementalAlterConfigs may APPEND to or SUBTRACT
 // from the config (Kafka allows that for LIST types only).
 func (tc topicConfig) isList() bool { return tc.typ == configList }
+
+// canonical is a value as Kafka parses, stores and describes it: trimmed,
+// a number or boolean in its plain form ("007" is 7, "TRUE" true), a
+// list's items trimmed and joined by commas. A value that does not parse
+// is only trimmed, for the validator to refuse.
+func (tc topicConfig) canonical(v string) string {
+	v = strings.TrimSpace(v)
+	switch tc.typ {
+	case configBoolean:
+		if strings.EqualFold(v, "true") || strings.EqualFold(v, "false") {
+			return strings.ToLower(v)
+		}
+	case configInt, configLong:
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return strconv.FormatInt(n, 10)
+		}
+	case configDouble:
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			out := strconv.FormatFloat(f, 'f', -1, 64)
+			if !strings.Contains(out, ".") {
+				out += ".0" // as Java prints a double
+			}
+			return out
+		}
+	case configList:
+		return strings.Join(splitList(v), ",")
+	}
+	return v
+}
 
 func intRange(lo, hi int64) func(string) error {
 	return func(v string) error {
@@ -64,16 +97,13 @@ func floatRange(lo, hi float64) func(string) error {
 	}
 }
 
-// listOf accepts a non-empty comma-separated list of allowed items.
-func listOf(why string, allowed ...string) func(string) error {
+// listOf accepts a comma-separated list of allowed items, the empty one
+// included (Kafka 4.3 takes an empty cleanup.policy: no cleanup at all).
+func listOf(allowed ...string) func(string) error {
 	return func(v string) error {
-		items := splitList(v)
-		if len(items) == 0 {
-			return fmt.Errorf("must be a non-empty list of %v%s", allowed, why)
-		}
-		for _, it := range items {
+		for _, it := range splitList(v) {
 			if oneOf(allowed...)(it) != nil {
-				return fmt.Errorf("%q is not one of %v%s", it, allowed, why)
+				return fmt.Errorf("%q is not one of %v", it, allowed)
 			}
 		}
 		return nil
@@ -140,7 +170,8 @@ var topicConfigs = map[string]topicConfig{
 	// topic keeps every record (retention.ms and retention.bytes apply with
 	// "delete" only, as in Kafka), which reads back as a log whose cleaner
 	// has not run yet. Kafka Streams creates its changelogs so.
-	"cleanup.policy":                          {"delete", configList, listOf("", "delete", "compact")},
+	// An empty policy keeps every record too, as on Kafka 4.3.
+	"cleanup.policy":                          {"delete", configList, listOf("delete", "compact")},
 	"compression.gzip.level":                  {"-1", configInt, either(oneOf("-1"), intRange(1, 9))},
 	"compression.lz4.level":                   {"9", configInt, intRange(1, 17)},
 	"compression.type":                        {"producer", configString, oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
@@ -170,19 +201,23 @@ var topicConfigs = map[string]topicConfig{
 	"remote.log.copy.disable":         {"false", configBoolean, oneOf("true", "false")},
 	"remote.log.delete.on.disable":    {"false", configBoolean, oneOf("true", "false")},
 	"remote.storage.enable":           {"false", configBoolean, oneOf("false")},
-	"retention.bytes":                 {"-1", configLong, intRange(-1, maxInt64)},
+	"retention.bytes":                 {"-1", configLong, intRange(-maxInt64-1, maxInt64)}, // any negative: no bound
 	"retention.ms":                    {"604800000", configLong, intRange(-1, maxInt64)},
-	"segment.bytes":                   {"67108864", configInt, intRange(14, 1<<31-1)},
-	"segment.index.bytes":             {"10485760", configInt, intRange(4, 1<<31-1)},
-	"segment.jitter.ms":               {"0", configLong, intRange(0, maxInt64)},
-	"segment.ms":                      {"604800000", configLong, intRange(1, maxInt64)},
-	"unclean.leader.election.enable":  {"false", configBoolean, oneOf("true", "false")},
+	"segment.bytes":                   {"67108864", configInt, intRange(1<<20, 1<<31-1)},
+	// Kafka 4's way to smaller segments (tests, tools): it overrides
+	// segment.bytes and is listed only where set.
+	"internal.segment.bytes":         {"", configInt, intRange(14, 1<<31-1)}, // no default: internal
+	"segment.index.bytes":            {"10485760", configInt, intRange(4, 1<<31-1)},
+	"segment.jitter.ms":              {"0", configLong, intRange(0, maxInt64)},
+	"segment.ms":                     {"604800000", configLong, intRange(1, maxInt64)},
+	"unclean.leader.election.enable": {"false", configBoolean, oneOf("true", "false")},
 }
 
 // checkTopicConfigs validates configs given at create or alter time: each
 // key and value, in sorted order (the error names the first bad one), and
 // what this backend can keep: append times (LogAppendTime) only where it
-// stamps them.
+// stamps them. Valid values are rewritten in their canonical form, which is
+// what is stored.
 func (s *Server) checkTopicConfigs(cfg map[string]string) error {
 	keys := make([]string, 0, len(cfg))
 	for k := range cfg {
@@ -193,6 +228,7 @@ func (s *Server) checkTopicConfigs(cfg map[string]string) error {
 		if err := checkTopicConfig(k, cfg[k]); err != nil {
 			return err
 		}
+		cfg[k] = topicConfigs[k].canonical(cfg[k])
 	}
 	if cfg["message.timestamp.type"] == "LogAppendTime" {
 		if ab, ok := s.backend.(AppendTimeBackend); !ok || !ab.AppendTimes() {
@@ -209,7 +245,7 @@ func checkTopicConfig(key, value string) error {
 		return fmt.Errorf("unknown topic config %q", key)
 	}
 	if tc.validate != nil {
-		if err := tc.validate(value); err != nil {
+		if err := tc.validate(tc.canonical(value)); err != nil {
 			return fmt.Errorf("invalid value %q for %s: %v", value, key, err)
 		}
 	}

@@ -27,7 +27,7 @@ func retention(configs map[string]string) (ms int64, set bool, err error) {
 			set = true
 		case "cleanup.policy":
 			if v != "delete" {
-				return 0, false, invalidConfig("Iggy topics cannot be compacted (cleanup.policy=%s)", v)
+				return 0, false, invalidConfig("Iggy topics apply cleanup.policy=delete only (not %q)", v)
 			}
 		}
 	}
