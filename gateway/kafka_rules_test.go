@@ -608,3 +608,31 @@ func TestTopicConfigValuesAsKafkaStoresThem(t *testing.T) {
 		}
 	})
 }
+
+// TestMetadataNamesEachTopicOnce: a topic named twice in one Metadata
+// request is answered once, as Kafka takes the request's topics as a set.
+func TestMetadataNamesEachTopicOnce(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		topic := uniqueTopic(t)
+		createTopics(t, c, newTopic(topic, 1))
+		awaitLeader(t, c, topic)
+		unknown := topic + "-unknown"
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		for _, name := range []string{topic, unknown, topic, unknown} {
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = kmsg.StringPtr(name)
+			req.Topics = append(req.Topics, mt)
+		}
+		got := map[string]int{}
+		for _, mt := range c.do(req).(*kmsg.MetadataResponse).Topics {
+			if mt.Topic != nil {
+				got[*mt.Topic]++
+			}
+		}
+		if got[topic] != 1 || got[unknown] != 1 || len(got) != 2 {
+			t.Errorf("two topics named twice each: answered %v, want each once", got)
+		}
+	})
+}

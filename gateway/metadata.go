@@ -136,7 +136,23 @@ func (s *Server) metadataOf(ctx context.Context, req *kmsg.MetadataRequest, a ac
 		return resp
 	}
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	// A topic named twice is answered once, as Kafka answers (it takes the
+	// request's topics as a set).
+	type topicKey struct {
+		name  string
+		named bool
+		id    [16]byte
+	}
+	answered := make(map[topicKey]bool, len(req.Topics))
 	for _, rt := range req.Topics {
+		key := topicKey{id: rt.TopicID}
+		if rt.Topic != nil {
+			key = topicKey{name: *rt.Topic, named: true}
+		}
+		if answered[key] {
+			continue
+		}
+		answered[key] = true
 		var name string
 		switch {
 		case rt.Topic != nil:
