@@ -82,6 +82,11 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Reply {
 				rr.ErrorCode = kerr.InvalidRequest.Code
 				break
 			}
+			if res.ResourceName == "" {
+				// The cluster-wide dynamic defaults, of which kgate has
+				// none: an empty list, as Kafka answers before any is set.
+				break
+			}
 			add("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), 1, sourceStaticBroker, true)
 			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), 3, sourceStaticBroker, true)
 			add("message.max.bytes", strconv.Itoa(s.cfg.MaxMessageBytes), 3, sourceStaticBroker, true)

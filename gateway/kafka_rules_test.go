@@ -636,3 +636,32 @@ func TestMetadataNamesEachTopicOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestBrokerConfigsOfTheDefaultEntity: the broker resource "" is the
+// cluster's dynamic defaults (kafka-configs.sh --entity-default), none set
+// on a fresh cluster: an empty list, while the node's own id lists its
+// configs.
+func TestBrokerConfigsOfTheDefaultEntity(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 12
+		md.Topics = []kmsg.MetadataRequestTopic{}
+		self := strconv.Itoa(int(c.do(md).(*kmsg.MetadataResponse).Brokers[0].NodeID))
+		dc := kmsg.NewPtrDescribeConfigsRequest()
+		dc.Version = 4
+		for _, name := range []string{"", self} {
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, name
+			r.ConfigNames = []string{"num.partitions"}
+			dc.Resources = append(dc.Resources, r)
+		}
+		rs := c.do(dc).(*kmsg.DescribeConfigsResponse).Resources
+		if len(rs) != 2 || rs[0].ErrorCode != 0 || len(rs[0].Configs) != 0 {
+			t.Errorf("broker \"\": %+v, want no error and no configs", rs)
+		}
+		if len(rs) == 2 && (rs[1].ErrorCode != 0 || len(rs[1].Configs) != 1) {
+			t.Errorf("broker %s: code %d, %d configs; want num.partitions", self, rs[1].ErrorCode, len(rs[1].Configs))
+		}
+	})
+}
