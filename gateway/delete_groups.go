@@ -13,7 +13,12 @@ func (s *Server) handleDeleteGroups(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	var allowed, denied []string
+	named := make(map[string]bool, len(req.Groups))
 	for _, id := range req.Groups {
+		if named[id] {
+			continue // answered once, as Kafka answers a group named twice
+		}
+		named[id] = true
 		if s.allowedGroup(r, kmsg.ACLOperationDelete, id) {
 			allowed = append(allowed, id)
 		} else {

@@ -517,3 +517,25 @@ func TestEmptyAndLongGroupIDsKeepOffsets(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteGroupsNamesEachGroupOnce: a group named twice in one
+// DeleteGroups is deleted and answered once.
+func TestDeleteGroupsNamesEachGroupOnce(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		g := groupName(t, c, "g")
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Version, oc.Group, oc.Generation = 8, g, -1
+		oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+		if code := c.do(oc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit: code %d", code)
+		}
+		del := kmsg.NewPtrDeleteGroupsRequest()
+		del.Version = 2
+		del.Groups = []string{g, g}
+		got := c.do(del).(*kmsg.DeleteGroupsResponse).Groups
+		if len(got) != 1 || got[0].Group != g || got[0].ErrorCode != 0 {
+			t.Errorf("a group named twice: answered %+v, want it once, deleted", got)
+		}
+	})
+}
