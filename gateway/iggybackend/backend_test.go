@@ -859,3 +859,37 @@ func TestTopicCreatedDuringARefreshStaysListed(t *testing.T) {
 		t.Fatalf("fresh: %+v %v", info, ok)
 	}
 }
+
+// TestReadIntoFramesIntoTheBuffer: ReadInto answers what Read answers, in
+// the buffer alloc hands out when the estimate holds the batches, and still
+// whole when alloc's buffer is too small.
+func TestReadIntoFramesIntoTheBuffer(t *testing.T) {
+	forDialects(t, func(t *testing.T, d iggy.Dialect) {
+		h := newHarness(t, d)
+		h.create("into", 1, nil)
+		var recs []records.Record
+		for i := range 50 {
+			recs = append(recs, records.Record{Key: []byte{byte(i)}, Value: bytes.Repeat([]byte("x"), 1000), Timestamp: 1})
+		}
+		h.produce("into", 0, batch(t, plain, recs[:20]...))
+		h.produce("into", 0, batch(t, plain, recs[20:]...))
+		for _, limit := range []int{1 << 20, 10_000, 1} {
+			want, err := h.b.Read(h.ctx, "into", 0, 3, limit)
+			if err != nil || len(want.Records) == 0 {
+				t.Fatalf("limit %d: Read %d bytes, %v", limit, len(want.Records), err)
+			}
+			var given []byte
+			got, err := h.b.ReadInto(h.ctx, "into", 0, 3, limit, func(n int) []byte { given = make([]byte, n); return given })
+			if err != nil || !bytes.Equal(got.Records, want.Records) {
+				t.Fatalf("limit %d: ReadInto %d bytes (%v), Read %d bytes", limit, len(got.Records), err, len(want.Records))
+			}
+			if &got.Records[0] != &given[0] {
+				t.Errorf("limit %d: the batches are not in the buffer handed out (%d bytes for %d)", limit, len(given), len(got.Records))
+			}
+			small, err := h.b.ReadInto(h.ctx, "into", 0, 3, limit, func(int) []byte { return make([]byte, 10) })
+			if err != nil || !bytes.Equal(small.Records, want.Records) {
+				t.Errorf("limit %d: ReadInto with a short buffer differs from Read (%v)", limit, err)
+			}
+		}
+	})
+}

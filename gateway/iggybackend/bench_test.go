@@ -62,16 +62,27 @@ func BenchmarkFetchPath(b *testing.B) {
 	hdr, rs, _ := records.Records(data, 64<<20)
 	msgs, _ := EncodeBatch(rs, hdr, newIDSource().forBatch(gatewayBatch(hdr)))
 	body := legacyPollReply(msgs)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		r, err := iggy.DecodePollMessagesReply(iggy.Legacy, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, n, err := BuildBatch(r.Messages, 1<<30); err != nil || n != len(msgs) {
-			b.Fatal(n, err)
-		}
+	// A fresh buffer each time (Read), and one reused as a fetch's pooled
+	// buffers are (ReadInto).
+	for _, reuse := range []bool{false, true} {
+		b.Run(map[bool]string{false: "fresh", true: "reused"}[reuse], func(b *testing.B) {
+			var buf []byte
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := iggy.DecodePollMessagesReply(iggy.Legacy, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, n, err := AppendBatch(buf[:0], r.Messages, 1<<30)
+				if err != nil || n != len(msgs) {
+					b.Fatal(n, err)
+				}
+				if reuse {
+					buf = out
+				}
+			}
+		})
 	}
 }
 

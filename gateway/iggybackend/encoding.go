@@ -712,14 +712,22 @@ func validControl(r *records.Record) bool {
 // bit; a transaction marker as a control batch of its own. A message whose
 // kgate metadata is malformed is served as native (DecodeNative).
 func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, err error) {
+	return AppendBatch(nil, msgs, maxBytes)
+}
+
+// AppendBatch is BuildBatch appending the batch to dst (in place when dst
+// has the room); out is dst and the batch.
+func AppendBatch(dst []byte, msgs []iggy.PolledMessage, maxBytes int) (out []byte, n int, err error) {
 	if len(msgs) == 0 {
-		return nil, 0, nil
+		return dst, 0, nil
 	}
 	base := msgs[0].Offset
 	if base > math.MaxInt64 {
-		return nil, 0, fmt.Errorf("iggybackend: offset %d is beyond Kafka's range", base)
+		return dst, 0, fmt.Errorf("iggybackend: offset %d is beyond Kafka's range", base)
 	}
-	recs := make([]records.Record, 0, min(len(msgs), 64))
+	// Room for an answer of 1 KiB records up front: growing it by doubling
+	// copied every record several times.
+	recs := make([]records.Record, 0, min(len(msgs), 4096))
 	size := records.HeaderSize
 	var first int64
 	var class batchClass
@@ -750,12 +758,13 @@ func BuildBatch(msgs []iggy.PolledMessage, maxBytes int) (batch []byte, n int, e
 		bld = records.Builder{ProducerID: class.pid, ProducerEpoch: class.epoch, BaseSequence: seq,
 			Transactional: true, Control: class.control}
 	}
-	batch, err = bld.Build(recs)
+	start := len(dst)
+	out, err = bld.AppendBuild(dst, recs)
 	if err != nil {
-		return nil, 0, err
+		return dst, 0, err
 	}
-	records.SetBaseOffset(batch, int64(base))
-	return batch, len(recs), nil
+	records.SetBaseOffset(out[start:], int64(base))
+	return out, len(recs), nil
 }
 
 // EncodeMarker is the Iggy message of a transaction marker: the Kafka

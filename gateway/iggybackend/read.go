@@ -58,6 +58,13 @@ func (b *Backend) pollHeld(ctx context.Context, t *topic, p *partition, offset, 
 
 // Read polls Iggy from offset and re-frames the messages as Kafka batches.
 func (b *Backend) Read(ctx context.Context, name string, part int32, offset int64, maxBytes int) (gateway.ReadResult, error) {
+	return b.ReadInto(ctx, name, part, offset, maxBytes, nil)
+}
+
+// ReadInto is Read framing the batches into a buffer alloc returns
+// (gateway.ReaderInto), sized from the polled messages; without alloc, or
+// when the estimate falls short, into buffers of its own.
+func (b *Backend) ReadInto(ctx context.Context, name string, part int32, offset int64, maxBytes int, alloc func(int) []byte) (gateway.ReadResult, error) {
 	res := gateway.ReadResult{HighWatermark: -1, LogStartOffset: -1}
 	t, p, err := b.part(name, part)
 	if err != nil {
@@ -120,21 +127,21 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 		return res, nil
 	}
 	var out []byte
+	if alloc != nil {
+		out = alloc(framedSize(msgs, maxBytes))[:0]
+	}
 	size, taken := 0, 0
 	for len(msgs) > 0 {
-		batch, n, err := BuildBatch(msgs, maxBytes-len(out))
+		prev := len(out)
+		grown, n, err := AppendBatch(out, msgs, maxBytes-prev)
 		if err != nil {
 			b.log.Error("cannot frame iggy messages as a kafka batch", "topic", name, "partition", part, "err", err)
 			return res, kerr.KafkaStorageError
 		}
-		if len(out) > 0 && len(out)+len(batch) > maxBytes {
-			break
+		if prev > 0 && len(grown) > maxBytes {
+			break // out keeps the batches before this one
 		}
-		if out == nil {
-			out = batch // most reads are one batch: no copy
-		} else {
-			out = append(out, batch...)
-		}
+		out = grown
 		for _, m := range msgs[:n] {
 			size += len(m.Payload) + len(m.UserHeaders) + 64
 		}
@@ -170,6 +177,20 @@ func (b *Backend) Read(ctx context.Context, name string, part int32, offset int6
 	}
 	res.Records = out
 	return res, nil
+}
+
+// framedSize estimates the bytes the Kafka batches of msgs take up to
+// maxBytes (the first message always counts): each message's payload and
+// headers, a record's framing, a batch header.
+func framedSize(msgs []iggy.PolledMessage, maxBytes int) int {
+	n := records.HeaderSize
+	for _, m := range msgs {
+		n += len(m.Payload) + len(m.UserHeaders) + 32
+		if n >= maxBytes {
+			break
+		}
+	}
+	return n
 }
 
 // pollCount is the messages a read with the client's byte limit maxBytes

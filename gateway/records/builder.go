@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-) // Builder makes valid batches, for tests and tools. Fields are written as
+)
+
+// Builder makes valid batches, for tests and tools. Fields are written as
 // given: a non-idempotent producer sets ProducerID, ProducerEpoch and
 // BaseSequence to -1.
 type Builder struct {
@@ -25,6 +27,13 @@ type Builder struct {
 // 0..n-1 (Record.Offset is ignored). FirstTimestamp is the first record's
 // timestamp and MaxTimestamp the largest; the CRC is computed.
 func (bld Builder) Build(recs []Record) ([]byte, error) {
+	return bld.AppendBuild(nil, recs)
+}
+
+// AppendBuild is Build appending the batch to dst, in place when dst has
+// the room (a reused buffer is neither allocated nor zeroed again). The
+// batch is the returned slice's bytes from len(dst) on.
+func (bld Builder) AppendBuild(dst []byte, recs []Record) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%w: a batch needs at least one record", ErrInvalidRecord)
 	}
@@ -53,9 +62,10 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 		}
 		rawLen += varintLen(int64(n)) + n
 	}
+	start := len(dst)
 	var out []byte
 	if bld.Codec == None {
-		out = make([]byte, HeaderSize, HeaderSize+rawLen)
+		out = grow(dst, HeaderSize+rawLen, len(dst)+HeaderSize+rawLen)[:start+HeaderSize]
 	} else {
 		out = make([]byte, 0, rawLen)
 	}
@@ -76,17 +86,15 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 			out = appendBytesField(out, h.Value)
 		}
 	}
-	var b []byte
-	if bld.Codec == None {
-		b = out
-	} else {
+	all := out
+	if bld.Codec != None {
 		payload, err := compress(bld.Codec, out)
 		if err != nil {
 			return nil, err
 		}
-		b = make([]byte, HeaderSize, HeaderSize+len(payload))
-		b = append(b, payload...)
+		all = append(grow(dst, HeaderSize+len(payload), len(dst)+HeaderSize+len(payload))[:start+HeaderSize], payload...)
 	}
+	b := all[start:]
 	payloadLen := len(b) - HeaderSize
 	if payloadLen > math.MaxInt32-minLength {
 		return nil, fmt.Errorf("%w: batch of %d bytes", ErrInvalidRecord, payloadLen)
@@ -113,7 +121,7 @@ func (bld Builder) Build(recs []Record) ([]byte, error) {
 	be.PutUint32(b[53:], uint32(bld.BaseSequence))
 	be.PutUint32(b[57:], uint32(len(recs))) // NumRecords
 	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttrs:], castagnoli))
-	return b, nil
+	return all, nil
 }
 
 // EncodedSize is the size record i takes in a batch, its length prefix

@@ -693,3 +693,33 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestAppendBuild: AppendBuild writes the batch Build makes after what dst
+// holds, into dst's own array when it has the room, for every codec.
+func TestAppendBuild(t *testing.T) {
+	recs := []Record{{Key: []byte("k"), Value: []byte("v1"), Timestamp: 5}, {Value: bytes.Repeat([]byte("x"), 300), Timestamp: 9}}
+	for _, c := range []Codec{None, Gzip, Snappy, LZ4, Zstd} {
+		bld := Builder{Codec: c, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+		want, err := bld.Build(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, room := range []int{0, 4096} {
+			dst := make([]byte, 3, 3+room)
+			copy(dst, "pre")
+			got, err := bld.AppendBuild(dst, recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got[:3]) != "pre" || !bytes.Equal(got[3:], want) {
+				t.Errorf("codec %d, room %d: appended batch differs from Build's", c, room)
+			}
+			if room > 0 && &got[0] != &dst[0] {
+				t.Errorf("codec %d: a buffer with room was not written in place", c)
+			}
+			if _, _, err := Records(got[3:], 1<<20); err != nil {
+				t.Errorf("codec %d, room %d: %v", c, room, err)
+			}
+		}
+	}
+}
