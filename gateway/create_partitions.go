@@ -14,12 +14,19 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Reply {
 		return Reply{close: true}
 	}
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	var repeated []string
+	req.Topics, repeated = splitRepeated(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic })
 	var denied []kmsg.CreatePartitionsRequestTopic
 	req.Topics, denied = partitionAllowed(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool {
 		return s.allowedTopic(r, kmsg.ACLOperationAlter, t.Topic)
 	})
 	answerDenied := func(resp kmsg.Response) kmsg.Response {
 		if cr, ok := resp.(*kmsg.CreatePartitionsResponse); ok {
+			for _, name := range repeated {
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic, rt.ErrorCode, rt.ErrorMessage = name, kerr.InvalidRequest.Code, kmsg.StringPtr("Duplicate topic name.")
+				cr.Topics = append(cr.Topics, rt)
+			}
 			for _, t := range denied {
 				rt := kmsg.NewCreatePartitionsResponseTopic()
 				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code

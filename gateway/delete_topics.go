@@ -23,9 +23,21 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Reply {
 			targets = append(targets, deleteTarget{name: &req.TopicNames[i]})
 		}
 	}
-	// DELETE on each topic (named by id: DESCRIBE too, or its name is not
-	// given away). A follower forwards the allowed ones only.
+	// A topic named (or identified) twice gets one INVALID_REQUEST and is
+	// not deleted, as Kafka answers.
+	var repeated []deleteKey
+	targets, repeated = splitRepeated(targets, deleteTarget.key)
 	var denied []kmsg.DeleteTopicsResponseTopic
+	for _, k := range repeated {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.TopicID, rt.ErrorCode, rt.ErrorMessage = k.id, kerr.InvalidRequest.Code, kmsg.StringPtr("Duplicate topic id.")
+		if k.named {
+			rt.Topic, rt.ErrorMessage = kmsg.StringPtr(k.name), kmsg.StringPtr("Duplicate topic name.")
+		}
+		denied = append(denied, rt)
+	}
+	// DELETE on each topic (named by id: DESCRIBE too, or its name is not
+	// given away).
 	if s.checks(r) {
 		allowed := func(t deleteTarget) bool {
 			if t.name != nil {
@@ -41,6 +53,9 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Reply {
 			rt.Topic, rt.TopicID, rt.ErrorCode = t.name, t.id, kerr.TopicAuthorizationFailed.Code
 			denied = append(denied, rt)
 		}
+	}
+	if len(denied) > 0 {
+		// A follower forwards the request: only the targets left.
 		req.Topics, req.TopicNames = nil, nil
 		for _, t := range targets {
 			if req.Version >= 6 {
@@ -69,6 +84,21 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Reply {
 type deleteTarget struct {
 	name *string
 	id   [16]byte
+}
+
+// deleteKey is what makes two targets the same topic in one request: the
+// name when one is given, else the id.
+type deleteKey struct {
+	name  string
+	named bool
+	id    [16]byte
+}
+
+func (t deleteTarget) key() deleteKey {
+	if t.name != nil {
+		return deleteKey{name: *t.name, named: true}
+	}
+	return deleteKey{id: t.id}
 }
 
 func (s *Server) deleteTopics(ctx context.Context, resp *kmsg.DeleteTopicsResponse, targets []deleteTarget) kmsg.Response {

@@ -114,3 +114,25 @@ func validTopicName(name string) bool {
 	}
 	return true
 }
+
+// splitRepeated separates the items whose key is given once from the keys
+// given more than once (in the order first given): Kafka refuses a topic
+// named twice in CreatePartitions or DeleteTopics with one INVALID_REQUEST
+// and goes on with the others.
+func splitRepeated[T any, K comparable](items []T, key func(T) K) (once []T, repeated []K) {
+	count := make(map[K]int, len(items))
+	for _, it := range items {
+		count[key(it)]++
+	}
+	for _, it := range items {
+		k := key(it)
+		switch n := count[k]; {
+		case n == 1:
+			once = append(once, it)
+		case n > 1:
+			repeated = append(repeated, k)
+			count[k] = 0 // listed once
+		}
+	}
+	return once, repeated
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -662,6 +663,76 @@ func TestBrokerConfigsOfTheDefaultEntity(t *testing.T) {
 		}
 		if len(rs) == 2 && (rs[1].ErrorCode != 0 || len(rs[1].Configs) != 1) {
 			t.Errorf("broker %s: code %d, %d configs; want num.partitions", self, rs[1].ErrorCode, len(rs[1].Configs))
+		}
+	})
+}
+
+// TestTopicsNamedTwiceInAdminRequests: CreatePartitions and DeleteTopics
+// answer a topic named twice (or, for DeleteTopics, identified twice) once,
+// with INVALID_REQUEST, and leave it as it is, while the request's other
+// topics are served.
+func TestTopicsNamedTwiceInAdminRequests(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		twice, other, byID := uniqueTopic(t), uniqueTopic(t)+"-other", uniqueTopic(t)+"-id"
+		createTopics(t, c, newTopic(twice, 1), newTopic(other, 1), newTopic(byID, 1))
+		for _, n := range []string{twice, other, byID} {
+			awaitLeader(t, c, n)
+		}
+		cp := kmsg.NewPtrCreatePartitionsRequest()
+		cp.Version, cp.TimeoutMillis = 3, 5000
+		cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: twice, Count: 3}, {Topic: other, Count: 2}, {Topic: twice, Count: 4}}
+		got := map[string][]int16{}
+		for _, tt := range c.do(cp).(*kmsg.CreatePartitionsResponse).Topics {
+			got[tt.Topic] = append(got[tt.Topic], tt.ErrorCode)
+		}
+		want := map[string][]int16{twice: {kerr.InvalidRequest.Code}, other: {0}}
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("CreatePartitions naming %s twice: answered %v, want %v", twice, got, want)
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 12
+		for _, n := range []string{twice, other, byID} {
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = kmsg.StringPtr(n)
+			md.Topics = append(md.Topics, mt)
+		}
+		meta := func() map[string]kmsg.MetadataResponseTopic {
+			m := map[string]kmsg.MetadataResponseTopic{}
+			for _, mt := range c.do(md).(*kmsg.MetadataResponse).Topics {
+				m[*mt.Topic] = mt
+			}
+			return m
+		}
+		before := meta()
+		if n := len(before[twice].Partitions); n != 1 {
+			t.Errorf("%s named twice has %d partitions, want 1 (unchanged)", twice, n)
+		}
+		if n := len(before[other].Partitions); n != 2 {
+			t.Errorf("%s has %d partitions, want 2", other, n)
+		}
+		dt := kmsg.NewPtrDeleteTopicsRequest()
+		dt.Version, dt.TimeoutMillis = 6, 5000
+		id := before[byID].TopicID
+		dt.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr(twice)}, {Topic: kmsg.StringPtr(other)},
+			{Topic: kmsg.StringPtr(twice)}, {TopicID: id}, {TopicID: id}}
+		got = map[string][]int16{}
+		for _, tt := range c.do(dt).(*kmsg.DeleteTopicsResponse).Topics {
+			name := "<by id>"
+			if tt.Topic != nil {
+				name = *tt.Topic
+			} else if tt.TopicID != id {
+				t.Errorf("an answer without a name for id %x", tt.TopicID)
+			}
+			got[name] = append(got[name], tt.ErrorCode)
+		}
+		want = map[string][]int16{twice: {kerr.InvalidRequest.Code}, other: {0}, "<by id>": {kerr.InvalidRequest.Code}}
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("DeleteTopics naming %s twice and %s's id twice: answered %v, want %v", twice, byID, got, want)
+		}
+		after := meta()
+		if after[twice].ErrorCode != 0 || after[byID].ErrorCode != 0 {
+			t.Errorf("after DeleteTopics: %s code %d, %s code %d; want both kept", twice, after[twice].ErrorCode, byID, after[byID].ErrorCode)
 		}
 	})
 }
