@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/cluster"
@@ -17,6 +18,17 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Reply {
 	resp.ClusterID = s.cluster.ClusterID()
 	resp.ControllerID = s.controllerID()
 	resp.EndpointType = 1 // brokers
+	switch req.EndpointType {
+	case 1:
+	case 2:
+		// A tool given --bootstrap-controller: kgate's nodes are brokers
+		// to it, as a Kafka broker answers.
+		resp.ErrorCode = kerr.MismatchedEndpointType.Code
+		return now(resp)
+	default:
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return now(resp)
+	}
 	resp.ClusterAuthorizedOperations = authorizedOpsUnset
 	if a := s.access(r); a.cluster(kmsg.ACLOperationDescribe) {
 		resp.ClusterAuthorizedOperations = a.ops(req.IncludeClusterAuthorizedOperations, kmsg.ACLResourceTypeCluster, authz.ClusterName)

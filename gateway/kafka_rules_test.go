@@ -736,3 +736,20 @@ func TestTopicsNamedTwiceInAdminRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestDescribeClusterEndpointTypes: a broker lists brokers (endpoint type
+// 1), answers a request for controllers (2, --bootstrap-controller) with
+// MISMATCHED_ENDPOINT_TYPE and any other type with UNSUPPORTED_ENDPOINT_TYPE.
+func TestDescribeClusterEndpointTypes(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		for typ, want := range map[int8]int16{1: 0, 2: kerr.MismatchedEndpointType.Code, 3: kerr.UnsupportedEndpointType.Code} {
+			req := kmsg.NewPtrDescribeClusterRequest()
+			req.Version, req.EndpointType = 1, typ
+			resp := c.do(req).(*kmsg.DescribeClusterResponse)
+			if resp.ErrorCode != want || want == 0 && len(resp.Brokers) == 0 {
+				t.Errorf("endpoint type %d: code %d, %d brokers; want code %d", typ, resp.ErrorCode, len(resp.Brokers), want)
+			}
+		}
+	})
+}
