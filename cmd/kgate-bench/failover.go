@@ -64,6 +64,10 @@ type failover struct {
 	consumed    int64
 	acked       map[uint64]bool // sequence numbers acknowledged
 	seen        map[uint64]int  // sequence number → times consumed
+	// again: records consumed once more while counting, that is after the
+	// group first became healthy (its forming hands partitions over
+	// before their first commits, as on any Kafka cluster).
+	again       map[uint64]bool
 	regressions []string        // committed offsets that went backwards
 	commits     map[int32]int64 // highest committed offset seen, by partition
 }
@@ -159,6 +163,7 @@ func runFailoverCmd(args []string, stdout, stderr io.Writer) int {
 		fetchErr:    map[string]int64{},
 		acked:       map[uint64]bool{},
 		seen:        map[uint64]int{},
+		again:       map[uint64]bool{},
 		commits:     map[int32]int64{},
 	}
 	res, err := f.run(ctx)
@@ -646,6 +651,9 @@ func (f *failover) onRecordLocked(i int, value string, now time.Time) {
 		return
 	}
 	f.seen[seq]++
+	if f.counting && f.seen[seq] > 1 {
+		f.again[seq] = true
+	}
 	r := f.cur
 	if r == nil || produced < r.killAt.UnixNano() {
 		return
@@ -1105,7 +1113,8 @@ func (f *failover) watchCommits(ctx context.Context, adm *kadm.Client) {
 }
 
 // drain waits for the producer's last records and for the consumers to
-// fetch every acknowledged record, then counts the missing and duplicated.
+// fetch every acknowledged record, then counts the missing, and those
+// consumed again once the group had first become healthy.
 func (f *failover) drain(ctx context.Context, prod *kgo.Client, res *failoverResult) {
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -1120,12 +1129,7 @@ func (f *failover) drain(ctx context.Context, prod *kgo.Client, res *failoverRes
 				missing++
 			}
 		}
-		for _, n := range f.seen {
-			if n > 1 {
-				dups++
-			}
-		}
-		return missing, dups
+		return missing, int64(len(f.again))
 	}
 	for {
 		missing, dups := count()

@@ -69,8 +69,9 @@ after a hold (-pause, a list the rounds take in turn), as a GC pause or a
 stopped VM would; -kills then counts pauses and -restart is not needed.
 Kills after which a member's generation changed, a rebalance callback ran
 or a client ended its group session are counted; at the end, acknowledged
-records never consumed, records consumed twice and committed offsets seen
-going backwards. The target for all of these is zero.
+records never consumed, records consumed twice (after the group first was
+healthy: its forming hands partitions over before their first commits, as on
+any Kafka cluster) and committed offsets seen going backwards. The target for all of these is zero.
 
 Usage: kgate-bench failover -brokers ... -admin ... -pids ... -restart ... [flags]
        kgate-bench failover-summary RESULT.json...   (results of -json runs, one table)

@@ -52,7 +52,8 @@ type failoverResult struct {
 	// Rounds after which a member or a generation changed.
 	RoundsChanged int `json:"rounds_members_changed"`
 	// Acknowledged records never consumed, records consumed more than
-	// once, committed offsets seen going backwards.
+	// once after the group first became healthy (not in its forming),
+	// committed offsets seen going backwards.
 	Missing     int64    `json:"missing"`
 	Duplicates  int64    `json:"duplicates"`
 	Regressions []string `json:"commit_regressions"`
