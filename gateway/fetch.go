@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,34 +133,25 @@ func namesRepeated(req *kmsg.FetchRequest, n int) bool {
 			return true
 		}
 	}
-	if n > 16 {
-		seen := make(map[fetchKey]bool, n)
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				k := fetchKey{t.Topic, t.TopicID, p.Partition}
-				if seen[k] {
+	var small [16]fetchKey // on the stack: most fetches name a few partitions
+	seen, many := small[:0], map[fetchKey]bool(nil)
+	if n > len(small) {
+		many = make(map[fetchKey]bool, n)
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			k := fetchKey{t.Topic, t.TopicID, p.Partition}
+			if many != nil {
+				if many[k] {
 					return true
 				}
-				seen[k] = true
+				many[k] = true
+				continue
 			}
-		}
-		return false
-	}
-	for i, t := range req.Topics {
-		for j, p := range t.Partitions {
-			for _, u := range req.Topics[:i+1] {
-				if u.Topic != t.Topic || u.TopicID != t.TopicID {
-					continue
-				}
-				for k, q := range u.Partitions {
-					if &u.Partitions[k] == &t.Partitions[j] {
-						break
-					}
-					if q.Partition == p.Partition {
-						return true
-					}
-				}
+			if slices.Contains(seen, k) {
+				return true
 			}
+			seen = append(seen, k)
 		}
 	}
 	return false
