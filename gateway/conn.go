@@ -452,7 +452,7 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 		c.logger().Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.remote, Forwarded: c.peer, sess: &c.sess}
+	r := &Request{Header: hdr, Body: req, Remote: c.remote, Forwarded: c.peer, sess: &c.sess, hangUp: func() { c.nc.Close() }}
 	if hdr.Key == 0 { // only handleProduce says when it is through (Request.done)
 		r.release = c.s.frames.releaser(frame)
 	}

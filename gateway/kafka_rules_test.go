@@ -753,3 +753,35 @@ func TestDescribeClusterEndpointTypes(t *testing.T) {
 		}
 	})
 }
+
+// TestAcksZeroFailureClosesTheConnection: an acks=0 produce gets no answer,
+// so one a partition of which fails (an unknown partition, a corrupt
+// batch) closes the connection, for the client to learn of it; one that
+// succeeds leaves it serving.
+func TestAcksZeroFailureClosesTheConnection(t *testing.T) {
+	groupTargets(t, func(t *testing.T, addr string) {
+		topic := uniqueTopic(t)
+		c := dialRaw(t, addr)
+		createTopics(t, c, newTopic(topic, 1))
+		awaitLeader(t, c, topic)
+		good := build(t, plainBuilder(), valueRecords("z", 1))
+		corrupt := slices.Clone(good)
+		corrupt[len(corrupt)-1] ^= 1
+		for _, tc := range []struct {
+			what      string
+			partition int32
+			batch     []byte
+			closes    bool
+		}{{"a batch written", 0, good, false}, {"an unknown partition", 5, good, true}, {"a corrupt batch", 0, corrupt, true}} {
+			c := dialRaw(t, addr)
+			c.send(produceReq(9, 0, topic, tc.partition, tc.batch))
+			if tc.closes {
+				expectClosed(t, c.nc)
+				continue
+			}
+			md := kmsg.NewPtrMetadataRequest()
+			md.Version, md.Topics = 12, []kmsg.MetadataRequestTopic{}
+			c.do(md) // fails the test if the connection closed
+		}
+	})
+}

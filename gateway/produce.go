@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,13 +96,22 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		wait = s.backend.Produce(ctx, batches)
 	}
 	if req.Acks == 0 {
-		reply := Reply{none: true}
+		// No answer: a partition that fails closes the connection instead,
+		// as on Kafka, so the client learns of it (a moved leader, a
+		// refused batch) and looks again.
+		failed := slices.ContainsFunc(resp.Topics, func(t kmsg.ProduceResponseTopic) bool {
+			return slices.ContainsFunc(t.Partitions, func(p kmsg.ProduceResponseTopicPartition) bool { return p.ErrorCode != 0 })
+		})
+		reply := Reply{none: true, close: failed}
 		if wait != nil { // no answer, but the next request still sees it
 			reply.done = make(chan struct{})
 			go func() {
-				wait()
+				results := wait()
 				r.done()
 				close(reply.done)
+				if !failed && slices.ContainsFunc(results, func(res ProduceResult) bool { return res.Err != nil }) && r.hangUp != nil {
+					r.hangUp()
+				}
 			}()
 		} else {
 			r.done()

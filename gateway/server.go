@@ -529,6 +529,8 @@ type Request struct {
 	// ProduceDataReleaser backend; nil otherwise), once nothing reads
 	// Body's bytes any more.
 	release func()
+	// hangUp closes the request's connection (nil: not a client's).
+	hangUp func()
 }
 
 // done says the handler is through with the request's bytes.

@@ -1070,6 +1070,34 @@ func TestProduceInvalidAcks(t *testing.T) {
 	}
 }
 
+// refusingBackend fails every produce to the topic "refused" once the
+// batch has reached it, as a full disk or a lost leadership fails it.
+type refusingBackend struct{ *embedded.Backend }
+
+func (b refusingBackend) Produce(ctx context.Context, batches []gateway.ProduceBatch) func() []gateway.ProduceResult {
+	if batches[0].Topic != "refused" {
+		return b.Backend.Produce(ctx, batches)
+	}
+	return func() []gateway.ProduceResult {
+		res := make([]gateway.ProduceResult, len(batches))
+		for i := range res {
+			res[i].Err = kerr.KafkaStorageError
+		}
+		return res
+	}
+}
+
+// TestProduceAcksZeroFailureInTheBackendCloses: an acks=0 batch the
+// backend fails after the handler has passed it on still closes the
+// connection, as Kafka closes it once the append has failed.
+func TestProduceAcksZeroFailureInTheBackendCloses(t *testing.T) {
+	n := startNodeOpts(t, nil, false, nodeOpts{wrap: func(b *embedded.Backend) gateway.Backend { return refusingBackend{b} }})
+	createTopic(t, n.addr, "refused", 1, nil)
+	c := dialRaw(t, n.addr)
+	c.send(produceReq(9, 0, "refused", 0, build(t, plainBuilder(), valueRecords("a", 2))))
+	expectClosed(t, c.nc)
+}
+
 func TestProduceAcksZero(t *testing.T) {
 	n := startNode(t, nil)
 	createTopic(t, n.addr, "fire", 1, nil)
