@@ -705,7 +705,8 @@ func TestAppendBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, room := range []int{0, 4096} {
-			dst := make([]byte, 3, 3+room)
+			// A reused buffer holds old bytes: none of them may show.
+			dst := bytes.Repeat([]byte{0xff}, 3+room)[:3]
 			copy(dst, "pre")
 			got, err := bld.AppendBuild(dst, recs)
 			if err != nil {
