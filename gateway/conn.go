@@ -60,6 +60,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 // logged, not kept with every connection.
 func (c *conn) logger() *slog.Logger { return c.s.log.With("remote", c.remote) }
 
+// hangUp closes the connection under its reader and writer, which then end.
+func (c *conn) hangUp() { c.nc.Close() }
+
 type pending struct {
 	corr     int32
 	hdr      Header
@@ -452,9 +455,10 @@ func (c *conn) start(ctx, hctx context.Context, frame []byte) (pending, bool) {
 		c.logger().Warn("closing connection", "err", err)
 		return pending{}, false
 	}
-	r := &Request{Header: hdr, Body: req, Remote: c.remote, Forwarded: c.peer, sess: &c.sess, hangUp: func() { c.nc.Close() }}
+	r := &Request{Header: hdr, Body: req, Remote: c.remote, Forwarded: c.peer, sess: &c.sess}
 	if hdr.Key == 0 { // only handleProduce says when it is through (Request.done)
 		r.release = c.s.frames.releaser(frame)
+		r.hangUp = c.hangUp // an acks=0 produce that fails (handleProduce)
 	}
 	if !c.order.admit(ctx, hdr.Key) {
 		return pending{}, false

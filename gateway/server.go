@@ -529,7 +529,7 @@ type Request struct {
 	// ProduceDataReleaser backend; nil otherwise), once nothing reads
 	// Body's bytes any more.
 	release func()
-	// hangUp closes the request's connection (nil: not a client's).
+	// hangUp closes the request's connection (Produce only; nil otherwise).
 	hangUp func()
 }
 
