@@ -34,6 +34,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 	type slot struct{ t, p int }
 	var batches []ProduceBatch
 	var slots []slot
+	refused := false // a partition's answer is an error
 	topLevel := int16(0)
 	switch {
 	case req.Version < 3:
@@ -87,6 +88,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 				}
 			}
 			sp.ErrorCode = code
+			refused = refused || code != 0
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -99,17 +101,14 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Reply {
 		// No answer: a partition that fails closes the connection instead,
 		// as on Kafka, so the client learns of it (a moved leader, a
 		// refused batch) and looks again.
-		failed := slices.ContainsFunc(resp.Topics, func(t kmsg.ProduceResponseTopic) bool {
-			return slices.ContainsFunc(t.Partitions, func(p kmsg.ProduceResponseTopicPartition) bool { return p.ErrorCode != 0 })
-		})
-		reply := Reply{none: true, close: failed}
+		reply := Reply{none: true, close: refused}
 		if wait != nil { // no answer, but the next request still sees it
 			reply.done = make(chan struct{})
 			go func() {
 				results := wait()
 				r.done()
 				close(reply.done)
-				if !failed && slices.ContainsFunc(results, func(res ProduceResult) bool { return res.Err != nil }) && r.hangUp != nil {
+				if !refused && slices.ContainsFunc(results, func(res ProduceResult) bool { return res.Err != nil }) && r.hangUp != nil {
 					r.hangUp()
 				}
 			}()
