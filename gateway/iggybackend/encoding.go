@@ -725,9 +725,10 @@ func AppendBatch(dst []byte, msgs []iggy.PolledMessage, maxBytes int) (out []byt
 	if base > math.MaxInt64 {
 		return dst, 0, fmt.Errorf("iggybackend: offset %d is beyond Kafka's range", base)
 	}
-	// Room for an answer of 1 KiB records up front: growing it by doubling
-	// copied every record several times.
-	recs := make([]records.Record, 0, min(len(msgs), 4096))
+	// Room up front for the records that fit (growing it by doubling
+	// copied every record several times), not for a whole 4 MiB poll.
+	fit, _ := framedPrefix(msgs, maxBytes)
+	recs := make([]records.Record, 0, fit)
 	size := records.HeaderSize
 	var first int64
 	var class batchClass

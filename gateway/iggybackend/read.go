@@ -128,7 +128,8 @@ func (b *Backend) ReadInto(ctx context.Context, name string, part int32, offset 
 	}
 	var out []byte
 	if alloc != nil {
-		out = alloc(framedSize(msgs, maxBytes))[:0]
+		_, size := framedPrefix(msgs, maxBytes)
+		out = alloc(size)[:0]
 	}
 	size, taken := 0, 0
 	for len(msgs) > 0 {
@@ -179,18 +180,19 @@ func (b *Backend) ReadInto(ctx context.Context, name string, part int32, offset 
 	return res, nil
 }
 
-// framedSize estimates the bytes the Kafka batches of msgs take up to
-// maxBytes (the first message always counts): each message's payload and
-// headers, a record's framing, a batch header.
-func framedSize(msgs []iggy.PolledMessage, maxBytes int) int {
-	n := records.HeaderSize
+// framedPrefix estimates how many of msgs fit a Kafka answer of maxBytes
+// (the first always does) and the bytes they take as Kafka batches: each
+// message's payload and headers, a record's framing, a batch header.
+func framedPrefix(msgs []iggy.PolledMessage, maxBytes int) (n, size int) {
+	size = records.HeaderSize
 	for _, m := range msgs {
-		n += len(m.Payload) + len(m.UserHeaders) + 32
-		if n >= maxBytes {
+		size += len(m.Payload) + len(m.UserHeaders) + 32
+		n++
+		if size >= maxBytes {
 			break
 		}
 	}
-	return n
+	return n, size
 }
 
 // pollCount is the messages a read with the client's byte limit maxBytes
