@@ -24,9 +24,14 @@ func TestReadArenaReusesBuffersAfterRelease(t *testing.T) {
 		t.Fatalf("alloc(17 MiB): len %d", len(huge))
 	}
 	a.release()
-	// sync.Pool may drop what it holds at any GC; retry a few times.
+	// sync.Pool may drop any buffer put into it (at a GC, and at random
+	// under the race detector), so a dropped buffer is gone for good: each
+	// try releases a buffer of its own and looks for it in the next read.
 	reused := false
-	for try := 0; try < 10 && !reused; try++ {
+	for try := 0; try < 32 && !reused; try++ {
+		first := newReadArena(&pools)
+		b := first.alloc(100 << 10)
+		first.release()
 		next := newReadArena(&pools)
 		c := next.alloc(120 << 10)
 		reused = &c[:1][0] == &b[:1][0]
