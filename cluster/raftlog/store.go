@@ -286,6 +286,46 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 	return nil
 }
 
+// Location is where a stored entry's data lies: Len bytes from byte Pos of
+// the segment file whose base index is Segment (SegmentPath names it).
+type Location struct {
+	Segment uint64
+	Pos     int64
+	Len     int64
+}
+
+// Locate says where the data of entry index is, without reading it. The
+// answer holds as long as the entry is in the log: appends never move an
+// entry, compaction removes whole files, a tail truncation only cuts
+// entries after the new last one, and reopening finds the same offsets.
+// So a file linked under another name (os.Link) keeps an entry's bytes
+// where Locate said they were, even after compaction removes the log's
+// own name. The base (after an installed snapshot) has no data: not found.
+func (s *Store) Locate(index uint64) (Location, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return Location{}, ErrClosed
+	}
+	if s.last == 0 || index < s.first || index > s.last {
+		return Location{}, raft.ErrLogNotFound
+	}
+	seg := s.segFor(index)
+	off, n := seg.span(index)
+	var hdr [headerSize]byte
+	if _, err := seg.f.ReadAt(hdr[:], off); err != nil {
+		return Location{}, fmt.Errorf("raft log entry %d: %w", index, err)
+	}
+	h, err := decodeHeader(hdr[:])
+	if err != nil || h.index != index || h.size() != n {
+		return Location{}, fmt.Errorf("raft log entry %d in %s at offset %d is damaged", index, segName(seg.base), off)
+	}
+	return Location{Segment: seg.base, Pos: off + headerSize, Len: int64(h.dataLen)}, nil
+}
+
+// SegmentPath is the path of the segment file whose base index is base.
+func (s *Store) SegmentPath(base uint64) string { return filepath.Join(s.dir, segName(base)) }
+
 // segFor returns the segment holding index, which is in the log.
 func (s *Store) segFor(index uint64) *segment {
 	i := sort.Search(len(s.segs), func(i int) bool { return s.segs[i].base > index })

@@ -521,6 +521,11 @@ func TestRandomAgainstInmem(t *testing.T) {
 	defer func() { s.Close() }()
 	ref := raft.NewInmemStore()
 	var tm uint64 = 1
+	type placed struct {
+		term uint64
+		loc  Location
+	}
+	located := map[uint64]placed{}
 	compare := func(step int, what string) {
 		t.Helper()
 		rf, _ := ref.FirstIndex()
@@ -550,6 +555,32 @@ func TestRandomAgainstInmem(t *testing.T) {
 			if err := s.GetLog(i, &b); !errors.Is(err, raft.ErrLogNotFound) {
 				t.Fatalf("step %d (%s): entry %d outside %d..%d: %v", step, what, i, rf, rl, err)
 			}
+			if _, err := s.Locate(i); !errors.Is(err, raft.ErrLogNotFound) {
+				t.Fatalf("step %d (%s): Locate(%d) outside %d..%d: %v", step, what, i, rf, rl, err)
+			}
+		}
+		// An entry's data is where Locate says, and where it said when
+		// the entry was stored: nothing moves an entry the log keeps.
+		for _, i := range []uint64{rf, rl, rf + rng.Uint64N(rl-rf+1), rf + rng.Uint64N(rl-rf+1), rf + rng.Uint64N(rl-rf+1)} {
+			var a raft.Log
+			if err := ref.GetLog(i, &a); err != nil {
+				t.Fatal(err)
+			}
+			loc, err := s.Locate(i)
+			if err != nil {
+				t.Fatalf("step %d (%s): Locate(%d): %v", step, what, i, err)
+			}
+			if was, ok := located[i]; ok && was.term == a.Term && was.loc != loc {
+				t.Fatalf("step %d (%s): entry %d moved from %+v to %+v", step, what, i, was.loc, loc)
+			}
+			located[i] = placed{a.Term, loc}
+			got, err := readFile(s.SegmentPath(loc.Segment), loc)
+			if err != nil {
+				t.Fatalf("step %d (%s): entry %d at %+v: %v", step, what, i, loc, err)
+			}
+			if !bytes.Equal(got, a.Data) {
+				t.Fatalf("step %d (%s): entry %d at %+v reads %.20q..., want %.20q...", step, what, i, loc, got, a.Data)
+			}
 		}
 	}
 	for step := range 1500 {
@@ -565,6 +596,9 @@ func TestRandomAgainstInmem(t *testing.T) {
 			logs := batch(next, 1+rng.Uint64N(12), tm)
 			what = fmt.Sprintf("store %d..%d", next, next+uint64(len(logs))-1)
 			mustStore(t, s, logs)
+			for _, l := range logs {
+				delete(located, l.Index) // written anew
+			}
 			if err := ref.StoreLogs(logs); err != nil {
 				t.Fatal(err)
 			}
@@ -576,6 +610,9 @@ func TestRandomAgainstInmem(t *testing.T) {
 			what = fmt.Sprintf("delete head %d..%d", f, max)
 			mustDelete(t, s, f, max)
 			ref.DeleteRange(f, max)
+			if max == l {
+				clear(located) // the next append may start anywhere
+			}
 		case p < 88:
 			lo := l - rng.Uint64N(min(l-f+1, 40))
 			if lo == f {
@@ -596,5 +633,79 @@ func TestRandomAgainstInmem(t *testing.T) {
 			s = open(t, dir, segSize)
 		}
 		compare(step, what)
+	}
+}
+
+// readFile reads the bytes at loc from the file at path.
+func readFile(path string, loc Location) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, loc.Len)
+	_, err = f.ReadAt(b, loc.Pos)
+	return b, err
+}
+
+// A segment file linked under another name keeps its entries' data where
+// Locate said, after compaction removed the log's own name and after the
+// log was reopened: what partitions will rely on to serve records from the
+// Raft log's files.
+func TestLocatedDataOutlivesCompactionThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 32<<10)
+	for first := uint64(1); first <= 60; first += 6 {
+		mustStore(t, s, batch(first, 6, 1))
+	}
+	linked := t.TempDir()
+	locs := map[uint64]Location{}
+	for i := uint64(1); i <= 30; i++ {
+		loc, err := s.Locate(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(linked, fmt.Sprint(loc.Segment))
+		if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
+			if err := os.Link(s.SegmentPath(loc.Segment), name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		locs[i] = loc
+	}
+	mustDelete(t, s, 1, 40)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, 32<<10)
+	defer s.Close()
+	if _, err := s.Locate(30); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("Locate(30) after compacting through 40: %v, want ErrLogNotFound", err)
+	}
+	if _, err := os.Stat(s.SegmentPath(locs[1].Segment)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the first segment is still in the log's directory after compaction: %v", err)
+	}
+	for i, loc := range locs {
+		got, err := readFile(filepath.Join(linked, fmt.Sprint(loc.Segment)), loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data(i, 1)) {
+			t.Fatalf("entry %d through the link reads %.20q..., want %.20q...", i, got, data(i, 1))
+		}
+	}
+	// The entries still in the log are where they were.
+	for i := uint64(41); i <= 60; i++ {
+		loc, err := s.Locate(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readFile(s.SegmentPath(loc.Segment), loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data(i, 1)) {
+			t.Fatalf("entry %d reads %.20q..., want %.20q...", i, got, data(i, 1))
+		}
 	}
 }
