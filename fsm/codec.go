@@ -43,7 +43,13 @@ func (e *enc) nullableBytes(v []byte) {
 type dec struct {
 	b   []byte
 	err error
+	// size is the length of the whole input (an entry's, in Decode), so
+	// that pos can say where the next byte was in it.
+	size int
 }
+
+// pos is where the next byte to decode lies in the input.
+func (d *dec) pos() int { return d.size - len(d.b) }
 
 func (d *dec) take(n int) []byte {
 	if d.err != nil {

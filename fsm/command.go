@@ -254,7 +254,7 @@ func decodeEntry(data []byte) (Command, uint8, string, error) {
 		return nil, version, name, fmt.Errorf("fsm: %s version %d is not known to this binary (it reads up to %d)",
 			kind, version, len(spec.since))
 	}
-	d := &dec{b: body}
+	d := &dec{b: body, size: len(data)}
 	c := spec.decode(d, version)
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%d bytes left over", len(d.b))
@@ -412,6 +412,10 @@ type Batch struct {
 	Topic           string
 	Partition       int32
 	Data            []byte // the whole batch as the client sent it
+	// DataPos is where Data starts in the Raft entry's bytes, set by
+	// Decode and not encoded: the entry's location in the Raft log plus
+	// DataPos is where the batch is on disk.
+	DataPos int
 	LastOffsetDelta int32
 	MaxTimestamp    int64
 	ProducerID      int64 // -1 when not idempotent
@@ -473,6 +477,7 @@ func decodeAppend(d *dec) *Append {
 		b.ProducerEpoch = d.i16()
 		b.BaseSequence = d.i32()
 		b.Data = d.bytes()
+		b.DataPos = d.pos() - len(b.Data)
 	}
 	return c
 }
