@@ -409,13 +409,13 @@ func (c *AlterTopicConfigs) encode(e *enc) {
 
 // Batch is one validated record batch with the header facts Apply needs.
 type Batch struct {
-	Topic           string
-	Partition       int32
-	Data            []byte // the whole batch as the client sent it
+	Topic     string
+	Partition int32
+	Data      []byte // the whole batch as the client sent it
 	// DataPos is where Data starts in the Raft entry's bytes, set by
 	// Decode and not encoded: the entry's location in the Raft log plus
 	// DataPos is where the batch is on disk.
-	DataPos int
+	DataPos         int
 	LastOffsetDelta int32
 	MaxTimestamp    int64
 	ProducerID      int64 // -1 when not idempotent
