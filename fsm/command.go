@@ -409,18 +409,18 @@ func (c *AlterTopicConfigs) encode(e *enc) {
 
 // Batch is one validated record batch with the header facts Apply needs.
 type Batch struct {
-	Topic     string
-	Partition int32
-	Data      []byte // the whole batch as the client sent it
-	// DataPos is where Data starts in the Raft entry's bytes, set by
-	// Decode and not encoded: the entry's location in the Raft log plus
-	// DataPos is where the batch is on disk.
-	DataPos         int
+	Topic           string
+	Partition       int32
+	Data            []byte // the whole batch as the client sent it
 	LastOffsetDelta int32
 	MaxTimestamp    int64
 	ProducerID      int64 // -1 when not idempotent
 	ProducerEpoch   int16
 	BaseSequence    int32
+	// DataPos is where Data starts in the Raft entry's bytes, set by
+	// Decode and not encoded: the entry's location in the Raft log plus
+	// DataPos is where the batch is on disk.
+	DataPos int
 }
 
 // Append writes batches, at most one per partition, as one Raft entry.
