@@ -1102,7 +1102,7 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, err
 	}
 	rs := &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed}
-	if a.snaps != nil {
+	if a.snaps != nil && s.Linkable() {
 		// Linked here, on the FSM goroutine: the next applied entry may
 		// delete a segment file (retention, topic deletion).
 		links, err := linkFiles(a.snaps.raftDir, s.Files())

@@ -274,6 +274,19 @@ func (s *Snapshot) SyncData() error {
 // Meta is the snapshot's metadata section, as the stream carries it.
 func (s *Snapshot) Meta() []byte { return s.meta }
 
+// Linkable says whether the stream's batches are the bytes of the files
+// Files lists, so that a store may keep links to the files instead of a
+// copy: not when a partition holds references to batches in the Raft log
+// (partlog.Ref), which only Encode expands.
+func (s *Snapshot) Linkable() bool {
+	for _, r := range s.ranges {
+		if r.HasRefs() {
+			return false
+		}
+	}
+	return true
+}
+
 // Files lists, for each partition in stream order, the segment files and
 // byte ranges that make up its part of the stream. Valid until the FSM
 // applies the next entry (which may delete files): callers on the FSM

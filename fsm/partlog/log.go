@@ -32,6 +32,18 @@ const (
 	minBatchSize      = 61
 	indexIntervalSize = 4096
 	segmentSuffix     = ".log"
+
+	// A reference (see Ref) is stored as a record shaped like a batch
+	// header, so that everything that walks segments by header reads it:
+	// base offset, length (its own), last offset delta and max timestamp
+	// where a batch has them, magic refMagic, a CRC-32C of bytes 21 on,
+	// and the Raft index, position and length of the batch it names.
+	offMagic    = 16
+	refMagic    = 0xfe // a stored batch is always magic 2
+	offRefIndex = 61
+	offRefPos   = 69
+	offRefLen   = 73
+	refSize     = 77
 )
 
 // StampAppendTime returns a copy of batch marked as holding append times,
@@ -43,11 +55,16 @@ func StampAppendTime(batch []byte, now int64) []byte {
 		return batch
 	}
 	out := bytes.Clone(batch)
-	attrs := binary.BigEndian.Uint16(out[offAttributes:])
-	binary.BigEndian.PutUint16(out[offAttributes:], attrs|attrLogAppendTime)
-	binary.BigEndian.PutUint64(out[offMaxTimestamp:], uint64(now))
-	binary.BigEndian.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], castagnoli))
+	stamp(out, now)
 	return out
+}
+
+// stamp marks batch, in place, as holding append times, now its timestamp.
+func stamp(batch []byte, now int64) {
+	attrs := binary.BigEndian.Uint16(batch[offAttributes:])
+	binary.BigEndian.PutUint16(batch[offAttributes:], attrs|attrLogAppendTime)
+	binary.BigEndian.PutUint64(batch[offMaxTimestamp:], uint64(now))
+	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli) // the batch CRC's polynomial
@@ -68,16 +85,44 @@ type Log struct {
 	wake     chan struct{}
 	// writeAt writes segment files (os.File.WriteAt; tests make it fail).
 	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	// resolver reads the batches references name (nil: none can be read).
+	resolver Resolver
 }
 
 type segment struct {
 	base       int64
 	path       string
 	f          *os.File
-	size       int64
+	size       int64 // bytes in the file: batches and references
+	served     int64 // bytes the batches served from it take (a reference counts as its batch)
+	refs       int   // references among its records
+	firstRef   uint64
 	maxTs      int64
-	index      []indexEntry // sparse: batch start positions, every ~4 KiB
+	index      []indexEntry // sparse: record start positions, every ~4 KiB
 	lastIdxPos int64
+}
+
+// Ref names a batch kept in the Raft log rather than in the segment: Len
+// bytes from position Pos of the data of entry Index. The log serves it as
+// that batch with its base offset set, as if it had been appended.
+type Ref struct {
+	Index uint64
+	Pos   uint32
+	Len   uint32
+}
+
+// Resolver reads the batches that references name.
+type Resolver interface {
+	// ReadRef fills b (r.Len bytes) with the batch r names.
+	ReadRef(r Ref, b []byte) error
+}
+
+// SetResolver says where the batches of the log's references are read
+// from; it must be set before a log holding references is read.
+func (l *Log) SetResolver(r Resolver) {
+	l.mu.Lock()
+	l.resolver = r
+	l.mu.Unlock()
 }
 
 type indexEntry struct {
@@ -206,33 +251,98 @@ func openSegment(path string, base, next int64) (segmentScan, error) {
 		return segmentScan{}, err
 	}
 	s := &segment{base: base, path: path, f: f, maxTs: -1, lastIdxPos: -indexIntervalSize}
-	var hdr [minBatchSize]byte
+	var hdr [refSize]byte
 	var pos int64
 	end := base
 	for pos+minBatchSize <= st.Size() {
-		if _, err := f.ReadAt(hdr[:], pos); err != nil {
+		n := min(refSize, st.Size()-pos)
+		if _, err := f.ReadAt(hdr[:n], pos); err != nil {
 			break
 		}
-		bo := int64(binary.BigEndian.Uint64(hdr[0:]))
-		size := int64(binary.BigEndian.Uint32(hdr[offLength:])) + 12
-		if bo >= next || size < minBatchSize || pos+size > st.Size() {
+		r, ok := parseRecord(hdr[:n])
+		if !ok || r.base >= next || pos+r.size > st.Size() {
 			break
 		}
-		s.noteBatch(bo, pos, int64(binary.BigEndian.Uint64(hdr[offMaxTimestamp:])))
-		end = bo + int64(int32(binary.BigEndian.Uint32(hdr[offLastDelta:]))) + 1
-		pos += size
+		s.note(r, pos)
+		end = r.last + 1
+		pos += r.size
 	}
 	s.size = pos
 	return segmentScan{s: s, end: end, fileSize: st.Size()}, nil
 }
 
-func (s *segment) noteBatch(baseOffset, pos, maxTs int64) {
+// record is a segment record as its header gives it: a batch, or a
+// reference to one.
+type record struct {
+	base, last int64
+	size       int64 // in the file
+	served     int64 // the batch's, as served
+	maxTs      int64
+	isRef      bool
+	ref        Ref
+	stamped    bool // a reference whose batch is served with its append time, maxTs
+}
+
+// parseRecord reads the header of a record from h, which holds its first
+// bytes (all of a reference's). ok is false for a header that cannot be a
+// record's, or a reference cut short or damaged.
+func parseRecord(h []byte) (r record, ok bool) {
+	if len(h) < minBatchSize {
+		return r, false
+	}
+	r = record{
+		base:  int64(binary.BigEndian.Uint64(h[0:])),
+		size:  int64(binary.BigEndian.Uint32(h[offLength:])) + 12,
+		maxTs: int64(binary.BigEndian.Uint64(h[offMaxTimestamp:])),
+	}
+	r.last = r.base + int64(int32(binary.BigEndian.Uint32(h[offLastDelta:])))
+	r.served = r.size
+	if h[offMagic] != refMagic {
+		return r, r.size >= minBatchSize
+	}
+	if r.size != refSize || len(h) < refSize ||
+		binary.BigEndian.Uint32(h[offCRC:]) != crc32.Checksum(h[offAttributes:refSize], castagnoli) {
+		return r, false
+	}
+	r.isRef = true
+	r.ref = Ref{
+		Index: binary.BigEndian.Uint64(h[offRefIndex:]),
+		Pos:   binary.BigEndian.Uint32(h[offRefPos:]),
+		Len:   binary.BigEndian.Uint32(h[offRefLen:]),
+	}
+	r.stamped = binary.BigEndian.Uint16(h[offAttributes:])&attrLogAppendTime != 0
+	r.served = int64(r.ref.Len)
+	return r, r.ref.Len >= minBatchSize
+}
+
+// record reads the header of the record at pos, which starts one.
+func (s *segment) record(pos int64, h *[refSize]byte) (record, error) {
+	n := min(refSize, s.size-pos)
+	if _, err := s.f.ReadAt(h[:n], pos); err != nil {
+		return record{}, err
+	}
+	r, ok := parseRecord(h[:n])
+	if !ok || pos+r.size > s.size {
+		return record{}, fmt.Errorf("partlog: %s: no record at byte %d", s.path, pos)
+	}
+	return r, nil
+}
+
+// note counts the record r written (or found) at pos.
+func (s *segment) note(r record, pos int64) {
 	if pos-s.lastIdxPos >= indexIntervalSize || len(s.index) == 0 {
-		s.index = append(s.index, indexEntry{offset: baseOffset, pos: pos})
+		s.index = append(s.index, indexEntry{offset: r.base, pos: pos})
 		s.lastIdxPos = pos
 	}
-	if maxTs > s.maxTs {
-		s.maxTs = maxTs
+	if r.maxTs > s.maxTs {
+		s.maxTs = r.maxTs
+	}
+	s.served += r.served
+	if r.isRef {
+		if s.refs == 0 {
+			s.firstRef = r.ref.Index
+		}
+		s.refs++
 	}
 }
 
@@ -262,15 +372,29 @@ func (l *Log) Bounds() (start, next int64) {
 	return l.start, l.next
 }
 
-// Size is the bytes held on disk.
+// Size is the bytes of the batches the log holds, as they are served (a
+// reference counts as the batch it names): the same on every replica.
 func (l *Log) Size() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	var n int64
 	for _, s := range l.segments {
-		n += s.size
+		n += s.served
 	}
 	return n
+}
+
+// FirstRef is the lowest Raft index that a reference in the log's files
+// names (0: none). The entries from there on must stay readable.
+func (l *Log) FirstRef() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, s := range l.segments {
+		if s.refs > 0 {
+			return s.firstRef
+		}
+	}
+	return 0
 }
 
 // Wait returns a channel closed by the next append (or trim).
@@ -290,38 +414,91 @@ func (l *Log) Append(batch []byte, lastOffsetDelta int32, maxTs int64) (base int
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	base = l.next
-	s, err := l.activeLocked(base, int64(len(batch)))
+	s, err := l.activeLocked(int64(len(batch)))
 	if err != nil {
 		return 0, err
 	}
 	var prefix [8]byte
 	binary.BigEndian.PutUint64(prefix[:], uint64(base))
-	_, err = l.writeAt(s.f, prefix[:], s.size)
-	if err == nil {
-		_, err = l.writeAt(s.f, batch[8:], s.size+8)
-	}
-	if err != nil {
-		// A full disk can take part of the batch. Nothing counts it (size,
-		// index and next stay), and the file is cut back so that it holds
-		// only whole batches; were the cut to fail too, Open cuts a
-		// partial batch off at the next start.
-		if terr := s.f.Truncate(s.size); terr != nil {
-			err = fmt.Errorf("%w (and cutting the partial batch off: %v)", err, terr)
-		}
+	r := record{base: base, last: base + int64(lastOffsetDelta), size: int64(len(batch)), served: int64(len(batch)), maxTs: maxTs}
+	if err := l.writeLocked(s, r, prefix[:], batch[8:]); err != nil {
 		return 0, err
 	}
-	s.noteBatch(base, s.size, maxTs)
-	s.size += int64(len(batch))
-	l.next = base + int64(lastOffsetDelta) + 1
-	close(l.wake)
-	l.wake = make(chan struct{})
 	return base, nil
 }
 
-func (l *Log) activeLocked(base, n int64) (*segment, error) {
+// AppendRef writes at Next() a reference to a batch kept in the Raft log
+// (r), which the log then serves as if the batch had been appended: with
+// its base offset set and, when appendTime is not -1, stamped with that
+// append time as StampAppendTime stamps it. lastOffsetDelta and maxTs come
+// from the batch's header.
+func (l *Log) AppendRef(r Ref, lastOffsetDelta int32, maxTs, appendTime int64) (base int64, err error) {
+	if r.Len < minBatchSize {
+		return 0, fmt.Errorf("partlog: a reference to a batch of %d bytes", r.Len)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	base = l.next
+	s, err := l.activeLocked(int64(r.Len))
+	if err != nil {
+		return 0, err
+	}
+	var attrs uint16
+	if appendTime != -1 {
+		attrs, maxTs = attrLogAppendTime, appendTime
+	}
+	var b [refSize]byte
+	binary.BigEndian.PutUint64(b[0:], uint64(base))
+	binary.BigEndian.PutUint32(b[offLength:], refSize-12)
+	b[offMagic] = refMagic
+	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
+	binary.BigEndian.PutUint32(b[offLastDelta:], uint32(lastOffsetDelta))
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(maxTs))
+	binary.BigEndian.PutUint64(b[offRefIndex:], r.Index)
+	binary.BigEndian.PutUint32(b[offRefPos:], r.Pos)
+	binary.BigEndian.PutUint32(b[offRefLen:], r.Len)
+	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	rec := record{base: base, last: base + int64(lastOffsetDelta), size: refSize, served: int64(r.Len), maxTs: maxTs,
+		isRef: true, ref: r, stamped: attrs != 0}
+	if err := l.writeLocked(s, rec, b[:]); err != nil {
+		return 0, err
+	}
+	return base, nil
+}
+
+// writeLocked writes the record r, given in parts, at the end of s and
+// counts it.
+func (l *Log) writeLocked(s *segment, r record, parts ...[]byte) error {
+	pos := s.size
+	for _, b := range parts {
+		if _, err := l.writeAt(s.f, b, pos); err != nil {
+			// A full disk can take part of the record. Nothing counts it
+			// (size, index and next stay), and the file is cut back so
+			// that it holds only whole records; were the cut to fail too,
+			// Open cuts a partial record off at the next start.
+			if terr := s.f.Truncate(s.size); terr != nil {
+				err = fmt.Errorf("%w (and cutting the partial batch off: %v)", err, terr)
+			}
+			return err
+		}
+		pos += int64(len(b))
+	}
+	s.note(r, s.size)
+	s.size = pos
+	l.next = r.last + 1
+	close(l.wake)
+	l.wake = make(chan struct{})
+	return nil
+}
+
+// activeLocked returns the segment the next record goes to, n bytes as
+// served: segments roll by the bytes they serve, so that one holding
+// references covers as many offsets as one holding the batches.
+func (l *Log) activeLocked(n int64) (*segment, error) {
+	base := l.next
 	if k := len(l.segments); k > 0 {
 		s := l.segments[k-1]
-		if s.size == 0 || s.size+n <= l.segmentBytes {
+		if s.size == 0 || s.served+n <= l.segmentBytes {
 			return s, nil
 		}
 	}
@@ -368,15 +545,21 @@ func (l *Log) ReadWith(offset int64, maxBytes int, alloc func(n int) []byte) ([]
 		if pos >= s.size {
 			continue // offset lies past this segment's last batch
 		}
-		end, err := s.extent(pos, maxBytes)
+		end, served, refs, err := s.extent(pos, maxBytes)
 		if err != nil {
 			return nil, err
 		}
 		var buf []byte
 		if alloc != nil {
-			buf = alloc(int(end - pos))
+			buf = alloc(int(served))
 		} else {
-			buf = make([]byte, end-pos)
+			buf = make([]byte, served)
+		}
+		if refs {
+			if err := s.expand(l.resolver, pos, end, buf); err != nil {
+				return nil, err
+			}
+			return buf, nil
 		}
 		n, err := s.f.ReadAt(buf, pos)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -386,6 +569,58 @@ func (l *Log) ReadWith(offset int64, maxBytes int, alloc func(n int) []byte) ([]
 		return buf[:n], nil
 	}
 	return nil, nil
+}
+
+// expand fills buf with the batches the records in [pos, end) serve: the
+// batches as they are in the file, and those the references name read
+// through res. The records are read whole first (a reference is small;
+// a batch among them is copied once more in memory).
+func (s *segment) expand(res Resolver, pos, end int64, buf []byte) error {
+	raw := make([]byte, end-pos)
+	if _, err := s.f.ReadAt(raw, pos); err != nil {
+		return err
+	}
+	out := int64(0)
+	for p := int64(0); p < int64(len(raw)); {
+		r, ok := parseRecord(raw[p:min(p+refSize, int64(len(raw)))])
+		if !ok || p+r.size > int64(len(raw)) || out+r.served > int64(len(buf)) {
+			return fmt.Errorf("partlog: %s: no record at byte %d", s.path, pos+p)
+		}
+		if r.isRef {
+			if err := resolve(res, r, buf[out:out+r.served]); err != nil {
+				return err
+			}
+		} else {
+			copy(buf[out:], raw[p:p+r.size])
+		}
+		out += r.served
+		p += r.size
+	}
+	if out != int64(len(buf)) {
+		return fmt.Errorf("partlog: %s: the records at bytes %d to %d serve %d bytes, not %d", s.path, pos, end, out, len(buf))
+	}
+	return nil
+}
+
+// resolve reads the batch the reference r names into b, as the log serves
+// it: its base offset set and, when r says so, stamped.
+func resolve(res Resolver, r record, b []byte) error {
+	if res == nil {
+		return fmt.Errorf("partlog: a batch in Raft entry %d, and nowhere to read it from", r.ref.Index)
+	}
+	if err := res.ReadRef(r.ref, b); err != nil {
+		return fmt.Errorf("partlog: the batch at offset %d in Raft entry %d: %w", r.base, r.ref.Index, err)
+	}
+	// The bytes must be the batch the reference was written for.
+	if int64(binary.BigEndian.Uint32(b[offLength:]))+12 != r.served || b[offMagic] != 2 ||
+		int64(int32(binary.BigEndian.Uint32(b[offLastDelta:]))) != r.last-r.base {
+		return fmt.Errorf("partlog: Raft entry %d does not hold the batch at offset %d at byte %d", r.ref.Index, r.base, r.ref.Pos)
+	}
+	binary.BigEndian.PutUint64(b[0:], uint64(r.base))
+	if r.stamped {
+		stamp(b, r.maxTs)
+	}
+	return nil
 }
 
 // find returns the position of the first batch whose last offset is >= offset.
@@ -410,22 +645,25 @@ func (s *segment) find(offset int64) (int64, error) {
 	return pos, nil
 }
 
-// extent returns the end of the run of whole batches from pos that fits in
-// maxBytes, with at least one batch.
-func (s *segment) extent(pos int64, maxBytes int) (int64, error) {
-	var hdr [12]byte
-	end := pos
+// extent returns the end of the run of whole records from pos whose
+// batches fit in maxBytes, with at least one; the bytes those batches take;
+// and whether any of the records is a reference.
+func (s *segment) extent(pos int64, maxBytes int) (end, served int64, refs bool, err error) {
+	var hdr [refSize]byte
+	end = pos
 	for end < s.size {
-		if _, err := s.f.ReadAt(hdr[:], end); err != nil {
-			return 0, err
+		r, err := s.record(end, &hdr)
+		if err != nil {
+			return 0, 0, false, err
 		}
-		size := int64(binary.BigEndian.Uint32(hdr[offLength:])) + 12
-		if end > pos && end+size-pos > int64(maxBytes) {
+		if end > pos && served+r.served > int64(maxBytes) {
 			break
 		}
-		end += size
+		end += r.size
+		served += r.served
+		refs = refs || r.isRef
 	}
-	return end, nil
+	return end, served, refs, nil
 }
 
 // FindTimestamp returns the first batch whose max timestamp is >= ts, or nil
@@ -433,26 +671,29 @@ func (s *segment) extent(pos int64, maxBytes int) (int64, error) {
 func (l *Log) FindTimestamp(ts int64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	var hdr [minBatchSize]byte
+	var hdr [refSize]byte
 	for _, s := range l.segments {
 		if s.maxTs < ts {
 			continue
 		}
 		for pos := int64(0); pos < s.size; {
-			if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
+			r, err := s.record(pos, &hdr)
+			if err != nil {
 				return nil, err
 			}
-			size := int64(binary.BigEndian.Uint32(hdr[offLength:])) + 12
-			base := int64(binary.BigEndian.Uint64(hdr[0:]))
-			last := base + int64(int32(binary.BigEndian.Uint32(hdr[offLastDelta:])))
-			if last >= l.start && int64(binary.BigEndian.Uint64(hdr[offMaxTimestamp:])) >= ts {
-				buf := make([]byte, size)
-				if _, err := s.f.ReadAt(buf, pos); err != nil {
+			if r.last >= l.start && r.maxTs >= ts {
+				buf := make([]byte, r.served)
+				if r.isRef {
+					err = resolve(l.resolver, r, buf)
+				} else {
+					_, err = s.f.ReadAt(buf, pos)
+				}
+				if err != nil {
 					return nil, err
 				}
 				return buf, nil
 			}
-			pos += size
+			pos += r.size
 		}
 	}
 	return nil, nil
@@ -462,7 +703,7 @@ func (l *Log) FindTimestamp(ts int64) ([]byte, error) {
 type SegmentInfo struct {
 	Base  int64 // first offset
 	End   int64 // offset after its last record
-	Bytes int64
+	Bytes int64 // of the batches it serves
 	MaxTs int64
 }
 
@@ -476,7 +717,7 @@ func (l *Log) Segments() []SegmentInfo {
 		if i+1 < len(l.segments) {
 			end = l.segments[i+1].base
 		}
-		out[i] = SegmentInfo{Base: s.base, End: end, Bytes: s.size, MaxTs: s.maxTs}
+		out[i] = SegmentInfo{Base: s.base, End: end, Bytes: s.served, MaxTs: s.maxTs}
 	}
 	return out
 }
@@ -553,12 +794,15 @@ func (l *Log) Sync() error {
 type Range struct {
 	parts []rangePart
 	n     int64
+	res   Resolver
 }
 
 type rangePart struct {
 	f        *os.File
 	path     string
 	pos, end int64
+	served   int64 // bytes of the batches its records serve
+	refs     bool  // some of its records are references
 }
 
 // RangeFile is one segment file's part of a Range: bytes [Pos, End) of the
@@ -570,7 +814,19 @@ type RangeFile struct {
 	Pos, End int64
 }
 
-// Files lists the segment files the range reads, in order.
+// HasRefs says whether any record of the range is a reference: then the
+// files' bytes are not the range's batches, and only WriteTo gives them.
+func (r *Range) HasRefs() bool {
+	for _, p := range r.parts {
+		if p.refs {
+			return true
+		}
+	}
+	return false
+}
+
+// Files lists the segment files the range reads, in order: their bytes
+// are the range's batches unless HasRefs.
 func (r *Range) Files() []RangeFile {
 	out := make([]RangeFile, len(r.parts))
 	for i, p := range r.parts {
@@ -579,18 +835,59 @@ func (r *Range) Files() []RangeFile {
 	return out
 }
 
-// Len is the number of bytes in the range.
+// Len is the number of bytes of the range's batches.
 func (r *Range) Len() int64 { return r.n }
 
-// WriteTo copies the range to w.
+// WriteTo copies the range's batches to w, those that references name
+// read from where they are kept.
 func (r *Range) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for _, p := range r.parts {
-		m, err := io.Copy(w, io.NewSectionReader(p.f, p.pos, p.end-p.pos))
+		var m int64
+		var err error
+		if p.refs {
+			m, err = p.writeExpanded(w, r.res)
+		} else {
+			m, err = io.Copy(w, io.NewSectionReader(p.f, p.pos, p.end-p.pos))
+		}
 		n += m
 		if err != nil {
 			return n, err
 		}
+	}
+	return n, nil
+}
+
+// writeExpanded writes the part's batches to w record by record.
+func (p *rangePart) writeExpanded(w io.Writer, res Resolver) (int64, error) {
+	seg := &segment{path: p.path, f: p.f, size: p.end}
+	var hdr [refSize]byte
+	var buf []byte
+	var n int64
+	for pos := p.pos; pos < p.end; {
+		r, err := seg.record(pos, &hdr)
+		if err != nil {
+			return n, err
+		}
+		var m int64
+		if r.isRef {
+			if int64(cap(buf)) < r.served {
+				buf = make([]byte, r.served)
+			}
+			if err := resolve(res, r, buf[:r.served]); err != nil {
+				return n, err
+			}
+			var k int
+			k, err = w.Write(buf[:r.served])
+			m = int64(k)
+		} else {
+			m, err = io.Copy(w, io.NewSectionReader(p.f, pos, r.size))
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+		pos += r.size
 	}
 	return n, nil
 }
@@ -621,14 +918,19 @@ func (r *Range) Close() error {
 func (l *Log) Range() (*Range, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	r := &Range{}
+	r := &Range{res: l.resolver}
 	for _, s := range l.segments {
 		pos, err := s.find(l.start)
 		if err == nil && pos < s.size {
-			var f *os.File
-			if f, err = os.Open(s.path); err == nil {
-				r.parts = append(r.parts, rangePart{f, s.path, pos, s.size})
-				r.n += s.size - pos
+			part := rangePart{path: s.path, pos: pos, end: s.size, served: s.size - pos, refs: s.refs > 0}
+			if part.refs {
+				part.served, err = s.servedFrom(pos)
+			}
+			if err == nil {
+				if part.f, err = os.Open(s.path); err == nil {
+					r.parts = append(r.parts, part)
+					r.n += part.served
+				}
 			}
 		}
 		if err != nil {
@@ -637,6 +939,21 @@ func (l *Log) Range() (*Range, error) {
 		}
 	}
 	return r, nil
+}
+
+// servedFrom is the bytes the batches of the records from pos on serve.
+func (s *segment) servedFrom(pos int64) (int64, error) {
+	var hdr [refSize]byte
+	var n int64
+	for pos < s.size {
+		r, err := s.record(pos, &hdr)
+		if err != nil {
+			return 0, err
+		}
+		n += r.served
+		pos += r.size
+	}
+	return n, nil
 }
 
 // Close closes the segment files.
