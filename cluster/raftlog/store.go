@@ -41,6 +41,10 @@ type Options struct {
 	// reasonable steps).
 	SegmentSize int64
 	Logger      *slog.Logger
+	// References: entries are read from outside Raft (ReadData) after
+	// Raft compacted them, and compaction keeps them until SetPin says no
+	// reference needs them (see retained.go).
+	References bool
 }
 
 // Store implements raft.LogStore, raft.MonotonicLogStore and
@@ -68,6 +72,9 @@ type Store struct {
 	segs        []*segment // by base index; the last one takes appends
 	first, last uint64     // 0, 0: the log is empty
 	closed      bool
+	retained    []*segment // compacted, kept for references; by base index
+	pin         uint64     // references name no entry below it (0: none)
+	pinKnown    bool       // false: keep every compacted entry (see SetPin)
 
 	stable stable
 }
@@ -102,7 +109,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts, log: opts.Logger, lock: lock}
+	s := &Store{dir: dir, opts: opts, log: opts.Logger, lock: lock, pinKnown: !opts.References}
 	if err := s.open(); err != nil {
 		s.closeFiles()
 		return nil, fmt.Errorf("raft log %s: %w", dir, err)
@@ -119,6 +126,9 @@ func (s *Store) open() error {
 		return err
 	}
 	if s.base, err = readBase(filepath.Join(s.dir, baseFile)); err != nil {
+		return err
+	}
+	if err := s.openRetained(); err != nil {
 		return err
 	}
 	names, err := os.ReadDir(s.dir)
@@ -166,11 +176,9 @@ func (s *Store) open() error {
 	}
 
 	// Segments wholly below the recorded first index: a compaction removed
-	// them and stopped before the removal reached the disk.
+	// (or retired) them and stopped before that reached the disk.
 	for len(s.segs) > 0 && s.segs[0].end() < s.meta.first {
-		seg := s.segs[0]
-		seg.f.Close()
-		if err := os.Remove(filepath.Join(s.dir, segName(seg.base))); err != nil {
+		if err := s.retire(s.segs[0], s.segs[0].end()); err != nil {
 			return err
 		}
 		s.segs = s.segs[1:]
@@ -193,7 +201,7 @@ func (s *Store) open() error {
 		// that was never written: the next batch may start anywhere.
 		s.first, s.last = 0, 0
 		for _, seg := range s.segs {
-			if err := s.removeSeg(seg); err != nil {
+			if err := s.retire(seg, seg.end()); err != nil {
 				return err
 			}
 		}
@@ -287,44 +295,81 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 }
 
 // Location is where a stored entry's data lies: Len bytes from byte Pos of
-// the segment file whose base index is Segment (SegmentPath names it).
+// the file at Path, a segment whose base index is Segment. A compaction may
+// move the file (see Options.References); ReadData reads safely.
 type Location struct {
 	Segment uint64
+	Path    string
 	Pos     int64
 	Len     int64
 }
 
-// Locate says where the data of entry index is, without reading it. The
-// answer holds as long as the entry is in the log: appends never move an
-// entry, compaction removes whole files, a tail truncation only cuts
-// entries after the new last one, and reopening finds the same offsets.
-// So a file linked under another name (os.Link) keeps an entry's bytes
-// where Locate said they were, even after compaction removes the log's
-// own name. The base (after an installed snapshot) has no data: not found.
+// Locate says where the data of entry index is, without reading it. No
+// append, truncation or reopen moves an entry the log keeps; compaction
+// removes whole files, or with References moves them aside. The base
+// (after an installed snapshot) has no data: not found.
 func (s *Store) Locate(index uint64) (Location, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return Location{}, ErrClosed
 	}
-	if s.last == 0 || index < s.first || index > s.last {
-		return Location{}, raft.ErrLogNotFound
+	seg, path, off, err := s.entryLocked(index)
+	if err != nil {
+		return Location{}, err
 	}
-	seg := s.segFor(index)
-	off, n := seg.span(index)
 	var hdr [headerSize]byte
 	if _, err := seg.f.ReadAt(hdr[:], off); err != nil {
 		return Location{}, fmt.Errorf("raft log entry %d: %w", index, err)
 	}
 	h, err := decodeHeader(hdr[:])
-	if err != nil || h.index != index || h.size() != n {
-		return Location{}, fmt.Errorf("raft log entry %d in %s at offset %d is damaged", index, segName(seg.base), off)
+	if _, n := seg.span(index); err != nil || h.index != index || h.size() != n {
+		return Location{}, fmt.Errorf("raft log entry %d in %s at offset %d is damaged", index, path, off)
 	}
-	return Location{Segment: seg.base, Pos: off + headerSize, Len: int64(h.dataLen)}, nil
+	return Location{Segment: seg.base, Path: path, Pos: off + headerSize, Len: int64(h.dataLen)}, nil
 }
 
-// SegmentPath is the path of the segment file whose base index is base.
-func (s *Store) SegmentPath(base uint64) string { return filepath.Join(s.dir, segName(base)) }
+// ReadData fills b with the bytes of entry index's data from byte pos on,
+// for an entry in the log or, with References, compacted and kept. The
+// bytes are not checked against the entry's checksum: callers read a part
+// of an entry and check what they read (a record batch's framing).
+func (s *Store) ReadData(index uint64, pos int64, b []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	seg, path, off, err := s.entryLocked(index)
+	if err != nil {
+		return err
+	}
+	if _, n := seg.span(index); pos < 0 || headerSize+pos+int64(len(b)) > n {
+		return fmt.Errorf("raft log entry %d in %s: bytes %d to %d are not in its %d", index, path, pos, pos+int64(len(b)), n-headerSize)
+	}
+	if _, err := seg.f.ReadAt(b, off+headerSize+pos); err != nil {
+		return fmt.Errorf("raft log entry %d in %s: %w", index, path, err)
+	}
+	return nil
+}
+
+// entryLocked finds the segment holding entry index, its file's path and
+// where the entry starts in it.
+func (s *Store) entryLocked(index uint64) (*segment, string, int64, error) {
+	lo := s.first
+	if s.opts.References && len(s.segs) > 0 {
+		lo = s.segs[0].base // entries compacted in the first file are kept with it
+	}
+	if s.last != 0 && index >= lo && index <= s.last {
+		seg := s.segFor(index)
+		off, _ := seg.span(index)
+		return seg, filepath.Join(s.dir, segName(seg.base)), off, nil
+	}
+	if seg := s.retainedFor(index); seg != nil {
+		off, _ := seg.span(index)
+		return seg, filepath.Join(s.dir, retainedDir, segName(seg.base)), off, nil
+	}
+	return nil, "", 0, raft.ErrLogNotFound
+}
 
 // segFor returns the segment holding index, which is in the log.
 func (s *Store) segFor(index uint64) *segment {
@@ -362,6 +407,12 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		if l.Index != first+uint64(i) {
 			return fmt.Errorf("raft log: entry %d after entry %d in one batch", l.Index, first+uint64(i)-1)
 		}
+	}
+	if n := len(s.retained); prevLast == 0 && n > 0 && first <= s.retained[n-1].end() {
+		// A log starts again after a snapshot of everything applied, and
+		// every entry kept for references was applied: an entry at one of
+		// their indexes would make a reference read another entry.
+		return fmt.Errorf("raft log: entry %d where a compacted entry (up to %d) is kept for references", first, s.retained[n-1].end())
 	}
 	if prevLast == 0 && first < s.meta.first {
 		// Entries below the recorded first index would be hidden on the
@@ -574,7 +625,7 @@ func (s *Store) deleteHead(max uint64) error {
 	}
 	s.first = max + 1
 	for len(s.segs) > 1 && s.segs[1].base <= s.first {
-		if err := s.removeSeg(s.segs[0]); err != nil {
+		if err := s.retire(s.segs[0], s.segs[0].end()); err != nil {
 			return err
 		}
 		s.segs = s.segs[1:]
@@ -585,11 +636,27 @@ func (s *Store) deleteHead(max uint64) error {
 // deleteAll empties the log (Raft does after installing a snapshot); the
 // next batch may start at any index.
 func (s *Store) deleteAll(max uint64) error {
-	if err := s.writeMeta(meta{first: max + 1}); err != nil {
+	// Entries below the first are compacted ones still in the first file,
+	// the rest Raft's, which it no longer needs. When the compacted ones
+	// are kept, the file is cut after them, maybe inside a batch: the cut
+	// point is recorded first, so that a crash before the file is moved
+	// aside leaves a file the next open takes as it is, not as torn.
+	var cut uint64
+	if len(s.segs) > 0 && s.segs[0].base < s.first && s.pinned(s.first-1) {
+		cut = s.first - 1
+	}
+	if err := s.writeMeta(meta{first: max + 1, cut: cut}); err != nil {
 		return err
 	}
 	for len(s.segs) > 0 {
-		if err := s.removeSeg(s.segs[len(s.segs)-1]); err != nil {
+		seg := s.segs[len(s.segs)-1]
+		var err error
+		if seg.base < s.first {
+			err = s.retire(seg, s.first-1)
+		} else {
+			err = s.removeSeg(seg)
+		}
+		if err != nil {
 			return err
 		}
 		s.segs = s.segs[:len(s.segs)-1]
@@ -709,12 +776,12 @@ func (s *Store) Close() error {
 
 func (s *Store) closeFiles() error {
 	var err error
-	for _, seg := range s.segs {
+	for _, seg := range slices.Concat(s.segs, s.retained) {
 		if cerr := seg.f.Close(); err == nil {
 			err = cerr
 		}
 	}
-	s.segs = nil
+	s.segs, s.retained = nil, nil
 	s.lock.Close() // releases the flock
 	return err
 }

@@ -502,8 +502,16 @@ func TestConcurrentReads(t *testing.T) {
 }
 
 // Random sequences of appends, compactions, truncations and reopens,
-// against raft.InmemStore as the reference.
+// against raft.InmemStore as the reference. With References, compacted
+// entries stay readable through ReadData as long as the pin (set now and
+// then) says a reference may name them.
 func TestRandomAgainstInmem(t *testing.T) {
+	for _, refs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("references=%v", refs), func(t *testing.T) { randomAgainstInmem(t, refs) })
+	}
+}
+
+func randomAgainstInmem(t *testing.T, refs bool) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("RAFTLOG_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
@@ -517,7 +525,14 @@ func TestRandomAgainstInmem(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	segSize := int64(16<<10) + rng.Int64N(64<<10)
-	s := open(t, dir, segSize)
+	openLog := func() *Store {
+		s, err := Open(dir, Options{Fsync: true, SegmentSize: segSize, Logger: quiet, References: refs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := openLog()
 	defer func() { s.Close() }()
 	ref := raft.NewInmemStore()
 	var tm uint64 = 1
@@ -526,6 +541,12 @@ func TestRandomAgainstInmem(t *testing.T) {
 		loc  Location
 	}
 	located := map[uint64]placed{}
+	// compacted: entries Raft compacted that a reference may still name
+	// (those at or above the pin), by index.
+	compacted := map[uint64][]byte{}
+	var pin uint64
+	pinKnown := !refs
+	mayName := func(i uint64) bool { return refs && (!pinKnown || pin != 0 && i >= pin) }
 	compare := func(step int, what string) {
 		t.Helper()
 		rf, _ := ref.FirstIndex()
@@ -534,6 +555,18 @@ func TestRandomAgainstInmem(t *testing.T) {
 		l, _ := s.LastIndex()
 		if f != rf || l != rl {
 			t.Fatalf("step %d (%s): log %d..%d, reference %d..%d", step, what, f, l, rf, rl)
+		}
+		for i, want := range compacted {
+			if !mayName(i) {
+				continue
+			}
+			if rl != 0 && i >= rf {
+				t.Fatalf("step %d (%s): entry %d counted compacted in the log %d..%d", step, what, i, rf, rl)
+			}
+			got := make([]byte, len(want))
+			if err := s.ReadData(i, 0, got); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("step %d (%s): compacted entry %d, pinned from %d: %v, %.20q..., want %.20q...", step, what, i, pin, err, got, want)
+			}
 		}
 		if rl == 0 {
 			return
@@ -555,9 +588,12 @@ func TestRandomAgainstInmem(t *testing.T) {
 			if err := s.GetLog(i, &b); !errors.Is(err, raft.ErrLogNotFound) {
 				t.Fatalf("step %d (%s): entry %d outside %d..%d: %v", step, what, i, rf, rl, err)
 			}
-			if _, err := s.Locate(i); !errors.Is(err, raft.ErrLogNotFound) {
-				t.Fatalf("step %d (%s): Locate(%d) outside %d..%d: %v", step, what, i, rf, rl, err)
-			}
+		}
+		if _, err := s.Locate(rl + 1); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("step %d (%s): Locate(%d) past the last: %v", step, what, rl+1, err)
+		}
+		if _, err := s.Locate(rf - 1); !refs && !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("step %d (%s): Locate(%d) below the first: %v", step, what, rf-1, err)
 		}
 		// An entry's data is where Locate says, and where it said when
 		// the entry was stored: nothing moves an entry the log keeps.
@@ -574,12 +610,21 @@ func TestRandomAgainstInmem(t *testing.T) {
 				t.Fatalf("step %d (%s): entry %d moved from %+v to %+v", step, what, i, was.loc, loc)
 			}
 			located[i] = placed{a.Term, loc}
-			got, err := readFile(s.SegmentPath(loc.Segment), loc)
+			got, err := readFile(loc.Path, loc)
 			if err != nil {
 				t.Fatalf("step %d (%s): entry %d at %+v: %v", step, what, i, loc, err)
 			}
 			if !bytes.Equal(got, a.Data) {
 				t.Fatalf("step %d (%s): entry %d at %+v reads %.20q..., want %.20q...", step, what, i, loc, got, a.Data)
+			}
+			// ReadData reads any part of it.
+			from := rng.Int64N(int64(len(a.Data)))
+			part := make([]byte, rng.Int64N(int64(len(a.Data))-from+1))
+			if err := s.ReadData(i, from, part); err != nil || !bytes.Equal(part, a.Data[from:from+int64(len(part))]) {
+				t.Fatalf("step %d (%s): ReadData(%d, %d, %d bytes): %v", step, what, i, from, len(part), err)
+			}
+			if err := s.ReadData(i, from, make([]byte, int64(len(a.Data))-from+1)); err == nil {
+				t.Fatalf("step %d (%s): ReadData(%d) read past the entry's data", step, what, i)
 			}
 		}
 	}
@@ -592,6 +637,16 @@ func TestRandomAgainstInmem(t *testing.T) {
 			next := l + 1
 			if l == 0 && rng.IntN(3) == 0 {
 				next = 1 + rng.Uint64N(1000) // an empty log continues after a snapshot
+			}
+			if n := len(s.retained); l == 0 && n > 0 && next <= s.retained[n-1].end() {
+				// A snapshot is past every entry applied, and so
+				// past every one kept.
+				if rng.IntN(20) == 0 {
+					if err := s.StoreLogs(batch(next, 1, tm)); err == nil {
+						t.Fatalf("step %d: stored entry %d where a kept one is", step, next)
+					}
+				}
+				next = s.retained[n-1].end() + 1
 			}
 			logs := batch(next, 1+rng.Uint64N(12), tm)
 			what = fmt.Sprintf("store %d..%d", next, next+uint64(len(logs))-1)
@@ -609,11 +664,23 @@ func TestRandomAgainstInmem(t *testing.T) {
 			}
 			what = fmt.Sprintf("delete head %d..%d", f, max)
 			mustDelete(t, s, f, max)
+			if max < l {
+				for i := f; i <= max && refs; i++ {
+					if !mayName(i) {
+						continue // gone: nothing may name it
+					}
+					var e raft.Log
+					if err := ref.GetLog(i, &e); err != nil {
+						t.Fatal(err)
+					}
+					compacted[i] = e.Data
+				}
+			}
 			ref.DeleteRange(f, max)
 			if max == l {
 				clear(located) // the next append may start anywhere
 			}
-		case p < 88:
+		case p < 80:
 			lo := l - rng.Uint64N(min(l-f+1, 40))
 			if lo == f {
 				lo++ // a whole-log deletion is the head case
@@ -625,15 +692,64 @@ func TestRandomAgainstInmem(t *testing.T) {
 			tm++
 			mustDelete(t, s, lo, l)
 			ref.DeleteRange(lo, l)
+		case p < 88:
+			// References move on: the pin rises, or none is left. A new
+			// reference names an entry in the log (one just applied), so
+			// the pin never goes below what it released.
+			lowest := f
+			switch {
+			case !pinKnown && len(compacted) > 0:
+				lowest = minKey(compacted)
+			case pinKnown && pin != 0:
+				lowest = pin
+			}
+			pin = 0
+			if rng.IntN(5) > 0 && l >= lowest {
+				pin = lowest + rng.Uint64N(l-lowest+1)
+			}
+			pinKnown = true
+			what = fmt.Sprintf("pin %d", pin)
+			if err := s.SetPin(pin); err != nil {
+				t.Fatal(err)
+			}
+			for i := range compacted {
+				if !mayName(i) {
+					delete(compacted, i)
+				}
+			}
 		default:
 			what = "reopen"
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s = open(t, dir, segSize)
+			s = openLog()
+			if len(compacted) > 0 {
+				pinKnown = false // every retained file is kept until the next pin
+			}
+		}
+		if os.Getenv("RAFTLOG_TRACE") != "" {
+			t.Logf("step %d: %s; log %d..%d retained %d", step, what, s.first, s.last, len(s.retained))
 		}
 		compare(step, what)
 	}
+}
+
+func maxKey(m map[uint64][]byte) uint64 {
+	var k uint64
+	for i := range m {
+		k = max(k, i)
+	}
+	return k
+}
+
+func minKey(m map[uint64][]byte) uint64 {
+	var k uint64
+	for i := range m {
+		if k == 0 || i < k {
+			k = i
+		}
+	}
+	return k
 }
 
 // readFile reads the bytes at loc from the file at path.
@@ -648,64 +764,126 @@ func readFile(path string, loc Location) ([]byte, error) {
 	return b, err
 }
 
-// A segment file linked under another name keeps its entries' data where
-// Locate said, after compaction removed the log's own name and after the
-// log was reopened: what partitions will rely on to serve records from the
-// Raft log's files.
-func TestLocatedDataOutlivesCompactionThroughALink(t *testing.T) {
+// With References, entries compacted in the middle of a file survive the
+// deletion of the whole log that follows a snapshot install (the file is
+// cut after them and kept) and a reopen, until SetPin releases them; the
+// log itself starts again wherever Raft says.
+func TestCompactedEntriesKeptForReferences(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir, 32<<10)
-	for first := uint64(1); first <= 60; first += 6 {
-		mustStore(t, s, batch(first, 6, 1))
+	o := Options{Fsync: true, SegmentSize: 1 << 20, Logger: quiet, References: true}
+	s, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	linked := t.TempDir()
-	locs := map[uint64]Location{}
-	for i := uint64(1); i <= 30; i++ {
-		loc, err := s.Locate(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := filepath.Join(linked, fmt.Sprint(loc.Segment))
-		if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
-			if err := os.Link(s.SegmentPath(loc.Segment), name); err != nil {
-				t.Fatal(err)
+	mustStore(t, s, batch(1, 10, 1))
+	mustStore(t, s, batch(11, 10, 1))
+	mustDelete(t, s, 1, 15)  // compaction in the middle of the only file
+	mustDelete(t, s, 16, 20) // the whole log, after an install
+	readAll := func(s *Store, from, to uint64) error {
+		for i := from; i <= to; i++ {
+			want := data(i, 1)
+			got := make([]byte, len(want))
+			if err := s.ReadData(i, 0, got); err != nil {
+				return err
+			}
+			if !bytes.Equal(got, want) {
+				return fmt.Errorf("entry %d reads other bytes", i)
 			}
 		}
-		locs[i] = loc
+		return nil
 	}
-	mustDelete(t, s, 1, 40)
+	if err := readAll(s, 1, 15); err != nil {
+		t.Fatalf("compacted entries after the whole log went: %v", err)
+	}
+	if err := s.ReadData(16, 0, make([]byte, 1)); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("entry 16, deleted with the log and never compacted: %v", err)
+	}
+	mustStore(t, s, batch(100, 5, 2))
+	expect(t, s, 100, 104, term(2))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, dir, 32<<10)
+
+	s, err = Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
-	if _, err := s.Locate(30); !errors.Is(err, raft.ErrLogNotFound) {
-		t.Fatalf("Locate(30) after compacting through 40: %v, want ErrLogNotFound", err)
+	expect(t, s, 100, 104, term(2))
+	if err := readAll(s, 1, 15); err != nil {
+		t.Fatalf("after reopening: %v", err)
 	}
-	if _, err := os.Stat(s.SegmentPath(locs[1].Segment)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the first segment is still in the log's directory after compaction: %v", err)
+	if err := s.SetPin(16); err != nil {
+		t.Fatal(err)
 	}
-	for i, loc := range locs {
-		got, err := readFile(filepath.Join(linked, fmt.Sprint(loc.Segment)), loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, data(i, 1)) {
-			t.Fatalf("entry %d through the link reads %.20q..., want %.20q...", i, got, data(i, 1))
+	if err := s.ReadData(3, 0, make([]byte, 1)); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("entry 3 below the pin: %v", err)
+	}
+	if names, _ := os.ReadDir(filepath.Join(dir, retainedDir)); len(names) != 0 {
+		t.Fatalf("retained files left after the pin passed them: %v", names)
+	}
+	expect(t, s, 100, 104, term(2))
+}
+
+// Without References, nothing is kept: compaction removes files as Raft
+// asks, and nothing below the first index is readable.
+func TestNothingKeptWithoutReferences(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 32<<10)
+	defer s.Close()
+	for first := uint64(1); first <= 60; first += 6 {
+		mustStore(t, s, batch(first, 6, 1))
+	}
+	mustDelete(t, s, 1, 40)
+	if err := s.ReadData(30, 0, make([]byte, 1)); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("ReadData(30) after compacting through 40: %v, want ErrLogNotFound", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, retainedDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a retained directory without References: %v", err)
+	}
+}
+
+// A crash after the first file was cut after its compacted entries (inside
+// a batch) and before it was moved aside leaves it in the log's directory:
+// the next open keeps every compacted entry in it.
+func TestCompactedEntriesSurviveACrashBeforeTheMove(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Fsync: true, SegmentSize: 1 << 20, Logger: quiet, References: true}
+	s, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStore(t, s, batch(1, 20, 1)) // one batch
+	mustDelete(t, s, 1, 15)
+	loc, err := s.Locate(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What deleteAll(16, 20) leaves when it stops right after cutting.
+	if err := writePair(dir, metaFile, 21, 15, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(loc.Path, loc.Pos-headerSize); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := uint64(1); i <= 15; i++ {
+		want := data(i, 1)
+		got := make([]byte, len(want))
+		if err := s.ReadData(i, 0, got); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("compacted entry %d after the crash: %v", i, err)
 		}
 	}
-	// The entries still in the log are where they were.
-	for i := uint64(41); i <= 60; i++ {
-		loc, err := s.Locate(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := readFile(s.SegmentPath(loc.Segment), loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, data(i, 1)) {
-			t.Fatalf("entry %d reads %.20q..., want %.20q...", i, got, data(i, 1))
-		}
+	if f, _ := s.FirstIndex(); f != 0 {
+		t.Fatalf("first index %d of a log Raft emptied", f)
 	}
+	mustStore(t, s, batch(30, 3, 2))
+	expect(t, s, 30, 32, term(2))
 }
