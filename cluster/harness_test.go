@@ -444,6 +444,9 @@ type testNode struct {
 	join       []string
 	expect     int
 	tune       func(*Config)
+	// references: its partitions name batches in Raft entries
+	// (--partition-storage=raft-log) instead of copying them.
+	references bool
 	// fsmSegmentBytes is the partition segment size (0: 16 KiB, so that
 	// small tests roll segments).
 	fsmSegmentBytes int64
@@ -469,7 +472,7 @@ func (tn *testNode) start(t *testing.T) {
 	if segment == 0 {
 		segment = 16 << 10
 	}
-	f, err := fsm.Open(fsm.Options{Dir: tn.dir, SegmentBytes: segment, Logger: logger})
+	f, err := fsm.Open(fsm.Options{Dir: tn.dir, SegmentBytes: segment, Logger: logger, References: tn.references})
 	if err != nil {
 		t.Fatalf("node %d: open fsm: %v", tn.id, err)
 	}
@@ -562,13 +565,23 @@ type testCluster struct {
 	t     *testing.T
 	nodes []*testNode
 	used  map[string]bool
+	// references: nodes made keep partitions as references to Raft
+	// entries (testNode.references).
+	references bool
 }
 
 // newCluster starts size nodes with bootstrap-expect size, all joining
 // through the first node's gossip address.
 func newCluster(t *testing.T, size int, tune func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, used: map[string]bool{}}
+	return newClusterOf(t, size, false, tune)
+}
+
+// newClusterOf is newCluster, its nodes keeping partitions as references
+// to Raft entries when references is set.
+func newClusterOf(t *testing.T, size int, references bool, tune func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, used: map[string]bool{}, references: references}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.dumpLogs()
@@ -600,6 +613,7 @@ func (c *testCluster) newNode(id int32, join []string, expect int, tune func(*Co
 		join:       join,
 		expect:     expect,
 		tune:       tune,
+		references: c.references,
 	}
 	c.nodes = append(c.nodes, tn)
 	// Registered after TempDir, so it runs before the dir is removed.

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/kgate/kgate/cluster/raftlog"
+	"github.com/kgate/kgate/fsm/partlog"
 )
 
 // LogStore is the node's Raft log and stable store (current term and vote).
@@ -25,6 +26,18 @@ type LogStore interface {
 	// whole, so that the DeleteRange after installing it keeps the entries
 	// past it (see raftlog.Store.NoteInstall).
 	NoteInstall(index, term uint64)
+	// ReadData and SetPin serve partitions' references to entries
+	// (partlog.Ref; raftlog.Store with References).
+	ReadData(index uint64, pos int64, b []byte) error
+	SetPin(first uint64) error
+}
+
+// logRefs reads the batches that partitions' references name from the
+// Raft log.
+type logRefs struct{ log LogStore }
+
+func (r logRefs) ReadRef(ref partlog.Ref, b []byte) error {
+	return r.log.ReadData(ref.Index, int64(ref.Pos), b)
 }
 
 // The Raft log's files under <data-dir>/raft. New data directories get

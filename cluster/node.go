@@ -212,7 +212,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	store, err := openLogStore(cfg.DataDir, raftlog.Options{Fsync: cfg.Fsync, SegmentSize: cfg.LogSegmentBytes, Logger: n.log})
+	// References: partitions may name batches in the log's entries
+	// (fsm.Options.References), so compaction keeps what they name.
+	store, err := openLogStore(cfg.DataDir, raftlog.Options{Fsync: cfg.Fsync, SegmentSize: cfg.LogSegmentBytes, Logger: n.log, References: true})
 	if err != nil {
 		return nil, fmt.Errorf("raft store: %w", err)
 	}
@@ -236,8 +238,13 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
-	snaps := &refSnapshotStore{FileSnapshotStore: files, raftDir: dir}
+	snaps := &refSnapshotStore{FileSnapshotStore: files, raftDir: dir, res: logRefs{store}}
 	n.snapStore = snaps
+	f.SetResolver(logRefs{store})
+	if err := n.keepReferenced(); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
 	n.snaps = &failStopSnapshots{SnapshotStore: snaps, failed: n.storageFailed, installed: store.NoteInstall}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -381,7 +388,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 		_, ok := o.Data.(raft.RequestVoteRequest)
 		return ok
 	}))
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go func() {
 		defer n.wg.Done()
 		n.life.run(n.notify, n.stop)
@@ -389,7 +396,41 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	go n.watchLeaders()
 	go n.snapshotBySize()
 	go n.hastenElections()
+	go n.keepReferencedLoop()
 	return n, nil
+}
+
+// keepReferenced tells the Raft log which compacted entries references
+// may still name: those from the lowest index a partition or a snapshot
+// refers to.
+func (n *Node) keepReferenced() error {
+	// The FSM first: a snapshot taken after this read is held before any
+	// entry that could drop its partitions' references is applied.
+	pin := n.fsm.Pin()
+	if sp, err := n.snapStore.pin(); err != nil {
+		return err
+	} else if sp != 0 && sp < pin {
+		pin = sp
+	}
+	return n.store.SetPin(pin)
+}
+
+// keepReferencedLoop lets the Raft log drop compacted entries as
+// retention, deletions and snapshots release them.
+func (n *Node) keepReferencedLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if err := n.keepReferenced(); err != nil {
+			n.log.Warn("raft log: keeping referenced entries", "err", err)
+		}
+	}
 }
 
 // saveTermAgain writes the stored current term back, as raft.NewRaft is
@@ -1101,8 +1142,11 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs := &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed}
-	if a.snaps != nil && s.Linkable() {
+	rs := &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed, pin: s.FirstRef(), unhold: func() {}}
+	if a.snaps != nil {
+		// The entries its references name stay until Raft releases it,
+		// and then while it is on disk (refSnapshotStore.pin).
+		rs.unhold = a.snaps.hold(rs.pin)
 		// Linked here, on the FSM goroutine: the next applied entry may
 		// delete a segment file (retention, topic deletion).
 		links, err := linkFiles(a.snaps.raftDir, s.Files())
@@ -1135,6 +1179,8 @@ type raftSnapshot struct {
 	failed func(*StorageError) // nil: failures are only returned
 	links  *snapshotLinks      // nil: the snapshot is written in full
 	store  *refSnapshotStore
+	pin    uint64 // the lowest Raft index its references name (0: none)
+	unhold func()
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -1148,7 +1194,7 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 			err = s.s.SyncData()
 		}
 		if err == nil {
-			_, err = s.links.persist(s.store.sinkDir(sink), s.s.Index, s.s.Meta(), counted)
+			_, err = s.links.persist(s.store.sinkDir(sink), s.s.Index, s.pin, s.s.Meta(), counted)
 		}
 	} else {
 		err = s.s.Persist(s.f, counted)
@@ -1186,4 +1232,5 @@ func (s *raftSnapshot) Release() {
 	if s.links != nil {
 		s.links.release()
 	}
+	s.unhold()
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -41,7 +42,19 @@ import (
 // the metadata's length and bytes, the number of partitions, and for each
 // partition the number of files and for each file its name (2-byte length
 // and bytes, relative to the snapshot's directory), start and end offset.
-var refMagic = []byte("KGATESR1")
+//
+// Partition segments may hold references to batches in Raft entries
+// (partlog.Ref; --partition-storage=raft-log): their part of the stream is
+// the batches those name, read through the Raft log as the stream is read.
+// Such a snapshot is written in form 2: "KGATESR2", the expanded size, the
+// pin (the lowest Raft index its references name, 0: none, which the Raft
+// log keeps while the snapshot exists), then as form 1 from the index on,
+// each file followed by the bytes its records serve and a flag (1: it has
+// references).
+var (
+	refMagic  = []byte("KGATESR1")
+	refMagic2 = []byte("KGATESR2")
+)
 
 const (
 	// linkStagingDir (under the Raft directory) holds the links a snapshot
@@ -57,6 +70,81 @@ type refSnapshotStore struct {
 	*raft.FileSnapshotStore
 	raftDir string
 	copying atomic.Bool // the last snapshot could not link and copied the data
+	// res reads the batches that references in linked segments name.
+	res partlog.Resolver
+	// held: the pins of snapshots taken and not yet released, by a
+	// sequence number (see hold).
+	heldMu sync.Mutex
+	held   map[uint64]uint64
+	seq    uint64
+}
+
+// hold keeps the Raft entries from pin on while a snapshot taken is being
+// written (and until Raft releases it); release lets them go.
+func (s *refSnapshotStore) hold(pin uint64) (release func()) {
+	if pin == 0 {
+		return func() {}
+	}
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if s.held == nil {
+		s.held = map[uint64]uint64{}
+	}
+	s.seq++
+	id := s.seq
+	s.held[id] = pin
+	return func() {
+		s.heldMu.Lock()
+		delete(s.held, id)
+		s.heldMu.Unlock()
+	}
+}
+
+// pin is the lowest Raft index that a snapshot on disk or being written
+// refers to (0: none).
+func (s *refSnapshotStore) pin() (uint64, error) {
+	var pin uint64
+	lower := func(p uint64) {
+		if p != 0 && (pin == 0 || p < pin) {
+			pin = p
+		}
+	}
+	s.heldMu.Lock()
+	for _, p := range s.held {
+		lower(p)
+	}
+	s.heldMu.Unlock()
+	list, err := s.FileSnapshotStore.List()
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range list {
+		_, p, err := s.readHeader(m.ID)
+		if err != nil {
+			return 0, err
+		}
+		lower(p)
+	}
+	return pin, nil
+}
+
+// readHeader reads a snapshot's expanded size and pin from its state.bin
+// (-1 and 0 for a snapshot written in full).
+func (s *refSnapshotStore) readHeader(id string) (size int64, pin uint64, err error) {
+	f, err := os.Open(filepath.Join(s.snapshotsDir(), id, "state.bin"))
+	if err != nil {
+		return -1, 0, err
+	}
+	defer f.Close()
+	var hdr [24]byte
+	n, err := io.ReadFull(f, hdr[:])
+	switch {
+	case n >= 16 && bytes.Equal(hdr[:8], refMagic):
+		return int64(binary.BigEndian.Uint64(hdr[8:])), 0, nil
+	case err == nil && bytes.Equal(hdr[:8], refMagic2):
+		return int64(binary.BigEndian.Uint64(hdr[8:])), binary.BigEndian.Uint64(hdr[16:]), nil
+	}
+	return -1, 0, nil
 }
 
 func (s *refSnapshotStore) snapshotsDir() string { return filepath.Join(s.raftDir, "snapshots") }
@@ -74,15 +162,9 @@ func (s *refSnapshotStore) List() ([]*raft.SnapshotMeta, error) {
 		return nil, err
 	}
 	for _, m := range list {
-		f, err := os.Open(filepath.Join(s.snapshotsDir(), m.ID, "state.bin"))
-		if err != nil {
-			continue // Open reports it, for the one snapshot Raft opens
-		}
-		var hdr [16]byte
-		_, err = io.ReadFull(f, hdr[:])
-		f.Close()
-		if err == nil && bytes.Equal(hdr[:8], refMagic) {
-			m.Size = int64(binary.BigEndian.Uint64(hdr[8:]))
+		// An error is Open's to report, for the one snapshot Raft opens.
+		if size, _, err := s.readHeader(m.ID); err == nil && size >= 0 {
+			m.Size = size
 		}
 	}
 	return list, nil
@@ -96,7 +178,7 @@ func (s *refSnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 	}
 	br := bufio.NewReaderSize(rc, 1<<16)
 	magic, err := br.Peek(len(refMagic))
-	if err != nil || !bytes.Equal(magic, refMagic) {
+	if err != nil || !bytes.Equal(magic, refMagic) && !bytes.Equal(magic, refMagic2) {
 		// A full snapshot (or one too short to be either, which the FSM
 		// refuses with its own error).
 		return meta, readCloser{br, rc}, nil
@@ -111,7 +193,7 @@ func (s *refSnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 		return nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	meta.Size = ref.size
-	return meta, &expander{dir: filepath.Join(s.snapshotsDir(), id), items: ref.items()}, nil
+	return meta, &expander{dir: filepath.Join(s.snapshotsDir(), id), items: ref.items(), res: s.res}, nil
 }
 
 type readCloser struct {
@@ -123,13 +205,25 @@ type readCloser struct {
 type refFile struct {
 	name     string // relative to the snapshot's directory
 	pos, end int64
+	served   int64 // bytes of the batches its records serve, with refs
+	refs     bool  // some records are references (form 2)
+}
+
+// size is the bytes of the stream the file's part gives.
+func (f refFile) size() int64 {
+	if f.refs {
+		return f.served
+	}
+	return f.end - f.pos
 }
 
 type snapshotRef struct {
-	size  int64 // of the expanded stream
+	size  int64  // of the expanded stream
+	pin   uint64 // lowest Raft index its references name (form 2; 0: none)
 	index uint64
 	meta  []byte
 	parts [][]refFile
+	v2    bool
 }
 
 func (r *snapshotRef) expandedSize() int64 {
@@ -137,7 +231,7 @@ func (r *snapshotRef) expandedSize() int64 {
 	for _, files := range r.parts {
 		n += 8
 		for _, f := range files {
-			n += f.end - f.pos
+			n += f.size()
 		}
 	}
 	return n
@@ -145,7 +239,13 @@ func (r *snapshotRef) expandedSize() int64 {
 
 func (r *snapshotRef) encode() []byte {
 	b := append([]byte(nil), refMagic...)
+	if r.v2 {
+		b = append(b[:0], refMagic2...)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(r.size))
+	if r.v2 {
+		b = binary.BigEndian.AppendUint64(b, r.pin)
+	}
 	b = binary.BigEndian.AppendUint64(b, r.index)
 	b = binary.BigEndian.AppendUint64(b, uint64(len(r.meta)))
 	b = append(b, r.meta...)
@@ -157,6 +257,14 @@ func (r *snapshotRef) encode() []byte {
 			b = append(b, f.name...)
 			b = binary.BigEndian.AppendUint64(b, uint64(f.pos))
 			b = binary.BigEndian.AppendUint64(b, uint64(f.end))
+			if r.v2 {
+				b = binary.BigEndian.AppendUint64(b, uint64(f.size()))
+				flags := byte(0)
+				if f.refs {
+					flags = 1
+				}
+				b = append(b, flags)
+			}
 		}
 	}
 	return b
@@ -180,11 +288,21 @@ func decodeRef(b []byte) (*snapshotRef, error) {
 		}
 		return binary.BigEndian.Uint64(v), true
 	}
-	if m := take(uint64(len(refMagic))); !bytes.Equal(m, refMagic) {
+	r := &snapshotRef{}
+	switch m := take(uint64(len(refMagic))); {
+	case bytes.Equal(m, refMagic2):
+		r.v2 = true
+	case !bytes.Equal(m, refMagic):
 		return nil, errBadRef
 	}
-	r := &snapshotRef{}
 	size, ok1 := u64()
+	if r.v2 {
+		pin, ok := u64()
+		if !ok {
+			return nil, errBadRef
+		}
+		r.pin = pin
+	}
 	index, ok2 := u64()
 	metaLen, ok3 := u64()
 	if !ok1 || !ok2 || !ok3 {
@@ -216,7 +334,18 @@ func decodeRef(b []byte) (*snapshotRef, error) {
 			if name == nil || !ok1 || !ok2 || pos > end || end > 1<<62 || !filepath.IsLocal(string(name)) {
 				return nil, errBadRef
 			}
-			files = append(files, refFile{name: string(name), pos: int64(pos), end: int64(end)})
+			f := refFile{name: string(name), pos: int64(pos), end: int64(end)}
+			if r.v2 {
+				served, ok := u64()
+				flags := take(1)
+				if !ok || flags == nil || flags[0] > 1 || served > 1<<62 || flags[0] == 0 && served != end-pos {
+					return nil, errBadRef
+				}
+				if flags[0] == 1 {
+					f.served, f.refs = int64(served), true
+				}
+			}
+			files = append(files, f)
 		}
 		r.parts = append(r.parts, files)
 	}
@@ -226,11 +355,14 @@ func decodeRef(b []byte) (*snapshotRef, error) {
 	return r, nil
 }
 
-// item is one piece of an expanded stream: bytes, or a file's range.
+// item is one piece of an expanded stream: bytes, or a file's range
+// (whose records' batches, served bytes long, with refs).
 type item struct {
 	b        []byte
 	file     string
 	pos, end int64
+	served   int64
+	refs     bool
 }
 
 func (r *snapshotRef) items() []item {
@@ -238,12 +370,12 @@ func (r *snapshotRef) items() []item {
 	for _, files := range r.parts {
 		var n int64
 		for _, f := range files {
-			n += f.end - f.pos
+			n += f.size()
 		}
 		out = append(out, item{b: binary.BigEndian.AppendUint64(nil, uint64(n))})
 		for _, f := range files {
 			if f.end > f.pos {
-				out = append(out, item{file: f.name, pos: f.pos, end: f.end})
+				out = append(out, item{file: f.name, pos: f.pos, end: f.end, served: f.size(), refs: f.refs})
 			}
 		}
 	}
@@ -256,8 +388,10 @@ func (r *snapshotRef) items() []item {
 type expander struct {
 	dir   string
 	items []item
-	f     *os.File // the open file of items[0], if a file
-	left  int64    // its bytes still to read
+	res   partlog.Resolver
+	f     *os.File  // the open file of items[0], if a file
+	r     io.Reader // its batches
+	left  int64     // bytes of them still to read
 	err   error
 }
 
@@ -282,14 +416,14 @@ func (e *expander) Read(p []byte) (int, error) {
 		}
 		if e.left == 0 {
 			e.f.Close()
-			e.f = nil
+			e.f, e.r = nil, nil
 			e.items = e.items[1:]
 			continue
 		}
 		if int64(len(p)) > e.left {
 			p = p[:e.left]
 		}
-		n, err := e.f.ReadAt(p, it.end-e.left)
+		n, err := e.r.Read(p)
 		e.left -= int64(n)
 		if n > 0 {
 			return n, nil
@@ -317,14 +451,19 @@ func (e *expander) open(it *item) error {
 		f.Close()
 		return err
 	}
-	e.f, e.left = f, it.end-it.pos
+	e.f, e.left = f, it.served
+	if it.refs {
+		e.r = partlog.NewRecordReader(f, it.pos, it.end, e.res)
+	} else {
+		e.r = io.NewSectionReader(f, it.pos, it.end-it.pos)
+	}
 	return nil
 }
 
 func (e *expander) Close() error {
 	if e.f != nil {
 		e.f.Close()
-		e.f = nil
+		e.f, e.r = nil, nil
 	}
 	e.items = nil
 	return nil
@@ -360,7 +499,11 @@ func linkFiles(raftDir string, files [][]partlog.RangeFile) (*snapshotLinks, err
 				os.RemoveAll(dir)
 				return nil, err
 			}
-			refs = append(refs, refFile{name: segmentsDir + "/" + name, pos: rf.Pos, end: rf.End})
+			f := refFile{name: segmentsDir + "/" + name, pos: rf.Pos, end: rf.End}
+			if rf.Refs {
+				f.served, f.refs = rf.Served, true
+			}
+			refs = append(refs, f)
 		}
 		l.parts = append(l.parts, refs)
 	}
@@ -370,7 +513,7 @@ func linkFiles(raftDir string, files [][]partlog.RangeFile) (*snapshotLinks, err
 // persist moves the links into the sink's directory and writes the
 // reference form. The caller has synced the linked files' data
 // (fsm.Snapshot.SyncData).
-func (l *snapshotLinks) persist(sinkDir string, index uint64, meta []byte, w io.Writer) (int64, error) {
+func (l *snapshotLinks) persist(sinkDir string, index, pin uint64, meta []byte, w io.Writer) (int64, error) {
 	dst := filepath.Join(sinkDir, segmentsDir)
 	if err := raftlog.SyncDir(l.dir); err != nil {
 		return 0, err
@@ -383,7 +526,12 @@ func (l *snapshotLinks) persist(sinkDir string, index uint64, meta []byte, w io.
 	if err := raftlog.SyncDir(sinkDir); err != nil {
 		return 0, err
 	}
-	ref := &snapshotRef{index: index, meta: meta, parts: l.parts}
+	ref := &snapshotRef{index: index, pin: pin, meta: meta, parts: l.parts}
+	for _, part := range l.parts {
+		for _, f := range part {
+			ref.v2 = ref.v2 || f.refs
+		}
+	}
 	ref.size = ref.expandedSize()
 	n, err := w.Write(ref.encode())
 	return int64(n), err

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"math/rand"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/kgate/kgate/fsm"
+	"github.com/kgate/kgate/fsm/partlog"
 )
 
 // snapModel is one replica whose snapshots are kept by reference, a
@@ -39,23 +39,25 @@ type snapModel struct {
 	// nothing in the store.
 	superseded bool
 	want       map[string][]byte // snapshot id → its full stream
+	references bool              // the replicas keep partitions as references to entries
 	ops        []string
 }
 
 const modelTopic = "t"
 
-func newSnapModel(t *testing.T, seed int64) *snapModel {
-	m := &snapModel{t: t, rng: rand.New(rand.NewSource(seed)), dir: t.TempDir(), want: map[string][]byte{}}
+func newSnapModel(t *testing.T, seed int64, references bool) *snapModel {
+	m := &snapModel{t: t, rng: rand.New(rand.NewSource(seed)), dir: t.TempDir(), want: map[string][]byte{}, references: references}
 	var err error
-	if m.leader, err = fsm.Open(fsm.Options{Dir: t.TempDir(), SegmentBytes: 2048}); err != nil {
+	if m.leader, err = fsm.Open(fsm.Options{Dir: t.TempDir(), SegmentBytes: 2048, References: references}); err != nil {
 		t.Fatal(err)
 	}
+	m.leader.SetResolver(m)
 	t.Cleanup(func() { m.leader.Close() })
 	files, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(m.dir, "raft"), 2, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.store = &refSnapshotStore{FileSnapshotStore: files, raftDir: filepath.Join(m.dir, "raft")}
+	m.store = &refSnapshotStore{FileSnapshotStore: files, raftDir: filepath.Join(m.dir, "raft"), res: m}
 	_, m.trans = raft.NewInmemTransport("")
 	m.openFollower()
 	t.Cleanup(func() { m.f.Close() })
@@ -67,10 +69,11 @@ func newSnapModel(t *testing.T, seed int64) *snapModel {
 }
 
 func (m *snapModel) openFollower() {
-	f, err := fsm.Open(fsm.Options{Dir: m.dir, SegmentBytes: 2048, Logger: slog.New(slog.DiscardHandler)})
+	f, err := fsm.Open(fsm.Options{Dir: m.dir, SegmentBytes: 2048, Logger: slog.New(slog.DiscardHandler), References: m.references})
 	if err != nil {
 		m.fail("open: %v", err)
 	}
+	f.SetResolver(m)
 	m.f = f
 	m.a = &raftFSM{f: f, snaps: m.store, log: slog.New(slog.DiscardHandler)}
 }
@@ -78,6 +81,15 @@ func (m *snapModel) openFollower() {
 func (m *snapModel) fail(format string, args ...any) {
 	m.t.Helper()
 	m.t.Fatalf("after %v: %s", m.ops, fmt.Sprintf(format, args...))
+}
+
+// ReadRef reads a batch a reference names from the model's log.
+func (m *snapModel) ReadRef(r partlog.Ref, b []byte) error {
+	if r.Index == 0 || r.Index > uint64(len(m.entries)) || int(r.Pos)+len(b) > len(m.entries[r.Index-1]) {
+		return fmt.Errorf("no bytes %d+%d in entry %d", r.Pos, len(b), r.Index)
+	}
+	copy(b, m.entries[r.Index-1][r.Pos:])
+	return nil
 }
 
 // commit appends an entry to the log and applies it on the leader.
@@ -282,48 +294,58 @@ func (m *snapModel) check() {
 // step that each stored snapshot expands to the bytes a full copy held when
 // it was taken, and at the end that the replica caught up holds the
 // leader's state.
+//
+// With references, the replicas' partitions name the batches in the log's
+// entries, and the snapshots' linked files hold those references.
 func TestLinkedSnapshotsKeepTheirBytes(t *testing.T) {
 	seeds := 40
 	if testing.Short() {
 		seeds = 8
 	}
-	for seed := range seeds {
-		t.Run(strconv.Itoa(seed), func(t *testing.T) {
-			m := newSnapModel(t, int64(seed))
-			for range 150 {
-				var op string
-				switch r := m.rng.Intn(100); {
-				case r < 40:
-					op = "produce"
-					m.produce()
-				case r < 45:
-					op = "trim"
-					m.trim()
-				case r < 65:
-					op = "catch-up"
-					m.catchUp(1 + m.rng.Intn(8))
-				case r < 77:
-					op = "snapshot"
-					m.takeSnapshot()
-				case r < 87:
-					op = "persist"
-					m.persist()
-				case r < 94:
-					op = "restart"
-					m.restart()
-				default:
-					op = "install"
-					m.install()
-				}
-				m.ops = append(m.ops, op)
-				m.check()
-			}
+	for _, refs := range []bool{false, true} {
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("references=%v/%d", refs, seed), func(t *testing.T) { linkedSnapshotsKeepTheirBytes(t, int64(seed), refs) })
+		}
+	}
+}
+
+func linkedSnapshotsKeepTheirBytes(t *testing.T, seed int64, refs bool) {
+	m := newSnapModel(t, seed, refs)
+	for range 150 {
+		var op string
+		switch r := m.rng.Intn(100); {
+		case r < 40:
+			op = "produce"
+			m.produce()
+		case r < 45:
+			op = "trim"
+			m.trim()
+		case r < 65:
+			op = "catch-up"
+			m.catchUp(1 + m.rng.Intn(8))
+		case r < 77:
+			op = "snapshot"
+			m.takeSnapshot()
+		case r < 87:
+			op = "persist"
 			m.persist()
-			m.catchUp(len(m.entries))
-			m.check()
-			if got, want := fullStream(t, m.f), fullStream(t, m.leader); !bytes.Equal(got, want) {
-				m.fail("the replica caught up to %d holds a state of %d bytes, the leader's is %d bytes and differs", m.f.Applied(), len(got), len(want))
-			}
-		})
+		case r < 94:
+			op = "restart"
+			m.restart()
+		default:
+			op = "install"
+			m.install()
+		}
+		m.ops = append(m.ops, op)
+		m.check()
+	}
+	m.persist()
+	m.catchUp(len(m.entries))
+	m.check()
+	if got, want := fullStream(t, m.f), fullStream(t, m.leader); !bytes.Equal(got, want) {
+		m.fail("the replica caught up to %d holds a state of %d bytes, the leader's is %d bytes and differs", m.f.Applied(), len(got), len(want))
+	}
+	if refs && m.f.Pin() > m.f.Applied() && m.leader.Pin() > m.leader.Applied() {
+		m.fail("neither replica holds a reference")
 	}
 }

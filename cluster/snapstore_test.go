@@ -313,6 +313,39 @@ func TestDamagedSnapshotReferenceRefused(t *testing.T) {
 			t.Fatalf("a reference cut to %d of %d bytes decoded", n, len(raw))
 		}
 	}
+	// Form 2: a file with references serves more than its bytes; its pin
+	// comes back.
+	ref2 := &snapshotRef{index: 9, pin: 3, v2: true, meta: []byte("m"), parts: [][]refFile{
+		{{name: "segments/00000001.log", pos: 0, end: 154, served: 5000, refs: true}, {name: "segments/00000002.log", pos: 0, end: 70}},
+	}}
+	ref2.size = ref2.expandedSize()
+	raw2 := ref2.encode()
+	back, err = decodeRef(raw2)
+	if err != nil || back.pin != 3 || back.size != ref2.size || back.parts[0][0] != ref2.parts[0][0] || back.parts[0][1].size() != 70 {
+		t.Fatalf("decoded %+v, %v; want %+v", back, err, ref2)
+	}
+	for n := range len(raw2) {
+		if _, err := decodeRef(raw2[:n]); err == nil {
+			t.Fatalf("a form 2 reference cut to %d of %d bytes decoded", n, len(raw2))
+		}
+	}
+	for _, damage := range []struct {
+		what string
+		edit func(b []byte) []byte
+	}{
+		{"a served size changed", func([]byte) []byte {
+			bad := *ref2
+			bad.parts = [][]refFile{append([]refFile(nil), ref2.parts[0]...)}
+			bad.parts[0][0].served++
+			return bad.encode()
+		}},
+		{"a flag neither 0 nor 1", func(b []byte) []byte { b[len(b)-1] = 2; return b }},
+		{"a file without references serving more than its bytes", func(b []byte) []byte { b[len(b)-2]++; return b }},
+	} {
+		if _, err := decodeRef(damage.edit(bytes.Clone(raw2))); err == nil {
+			t.Errorf("form 2, %s: decoded", damage.what)
+		}
+	}
 	for _, damage := range []struct {
 		what string
 		edit func(r *snapshotRef)

@@ -88,12 +88,23 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 			return AppendResult{BaseOffset: dup.firstOffset, LogStartOffset: p.Log.Start()}, nil
 		}
 	}
-	data, maxTs, appendTime := b.Data, b.MaxTimestamp, int64(-1)
+	appendTime := int64(-1)
 	// t.Configs without f.mu: only Apply, on this goroutine, changes it.
 	if f.FeatureLevel() >= LevelLogAppendTime && t.Configs["message.timestamp.type"] == "LogAppendTime" {
-		data, maxTs, appendTime = partlog.StampAppendTime(b.Data, now), now, now
+		appendTime = now
 	}
-	base, err := p.Log.Append(data, b.LastOffsetDelta, maxTs)
+	var base int64
+	var err error
+	if f.opts.References && f.res != nil && f.applying != 0 && b.DataPos > 0 {
+		// The batch is in the entry being applied, as the client sent it:
+		// the partition names it there (stamped on reading, if it must be).
+		ref := partlog.Ref{Index: f.applying, Pos: uint32(b.DataPos), Len: uint32(len(b.Data))}
+		base, err = p.Log.AppendRef(ref, b.LastOffsetDelta, b.MaxTimestamp, appendTime)
+	} else if appendTime != -1 {
+		base, err = p.Log.Append(partlog.StampAppendTime(b.Data, now), b.LastOffsetDelta, now)
+	} else {
+		base, err = p.Log.Append(b.Data, b.LastOffsetDelta, b.MaxTimestamp)
+	}
 	if err != nil {
 		return AppendResult{}, err
 	}

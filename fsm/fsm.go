@@ -41,6 +41,11 @@ type Options struct {
 	Dir          string // data directory; the FSM owns <Dir>/topics and <Dir>/fsm
 	SegmentBytes int64  // segment file size before rolling
 	Logger       *slog.Logger
+	// References: a batch the Raft entry holds as it is served is appended
+	// as a reference to the entry (partlog.Ref), not copied, once
+	// SetResolver has said where entries are read: each record is then
+	// written once, in the Raft log (docs/design/write-once.md).
+	References bool
 }
 
 // FSM holds the replicated state.
@@ -62,8 +67,11 @@ type FSM struct {
 
 	applied  atomic.Uint64 // index of the last applied entry
 	applying uint64        // index of the entry being applied; only Apply's goroutine uses it
-	level    atomic.Uint32 // the cluster's feature Level
-	halted   atomic.Pointer[HaltError]
+	// res reads the batches partitions' references name (nil: none can be
+	// read, and appends copy). Set before Raft applies anything.
+	res    partlog.Resolver
+	level  atomic.Uint32 // the cluster's feature Level
+	halted atomic.Pointer[HaltError]
 	// aclVersion changes with every change of acls (local, not replicated).
 	aclVersion atomic.Uint64
 
@@ -254,6 +262,7 @@ func (f *FSM) addPartitionsLocked(t *Topic, count int32) error {
 		if err != nil {
 			return err
 		}
+		l.SetResolver(f.res)
 		t.Partitions = append(t.Partitions, &Partition{Index: i, Log: l, dir: dir, producers: map[int64]*producerState{}, partTxns: newPartTxns()})
 	}
 	return nil
@@ -454,6 +463,38 @@ func (f *FSM) DataBytes() int64 {
 		}
 	}
 	return n
+}
+
+// SetResolver says where the batches partitions' references name are read
+// (the Raft log). Call it before Raft applies any entry: with References,
+// appends write references from then on.
+func (f *FSM) SetResolver(res partlog.Resolver) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.res = res
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			p.Log.SetResolver(res)
+		}
+	}
+}
+
+// Pin is the lowest Raft index a partition's reference names or, when
+// none does, the index of the next entry to apply: no reference made
+// later names an entry below it, so the Raft log may forget (past Raft's
+// own needs) every entry below it.
+func (f *FSM) Pin() uint64 {
+	pin := f.applied.Load() + 1 // first: any reference made after names a later entry
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			if r := p.Log.FirstRef(); r != 0 && r < pin {
+				pin = r
+			}
+		}
+	}
+	return pin
 }
 
 // Close closes every partition log.

@@ -274,17 +274,17 @@ func (s *Snapshot) SyncData() error {
 // Meta is the snapshot's metadata section, as the stream carries it.
 func (s *Snapshot) Meta() []byte { return s.meta }
 
-// Linkable says whether the stream's batches are the bytes of the files
-// Files lists, so that a store may keep links to the files instead of a
-// copy: not when a partition holds references to batches in the Raft log
-// (partlog.Ref), which only Encode expands.
-func (s *Snapshot) Linkable() bool {
+// FirstRef is the lowest Raft index a reference in the snapshot's
+// partitions names (0: none): the Raft log must keep the entries from there
+// on while the snapshot may be read.
+func (s *Snapshot) FirstRef() uint64 {
+	var first uint64
 	for _, r := range s.ranges {
-		if r.HasRefs() {
-			return false
+		if f := r.FirstRef(); f != 0 && (first == 0 || f < first) {
+			first = f
 		}
 	}
-	return true
+	return first
 }
 
 // Files lists, for each partition in stream order, the segment files and
@@ -485,6 +485,7 @@ func (f *FSM) installMeta(index uint64, m *meta, data io.Reader) error {
 			if err != nil {
 				return err
 			}
+			l.SetResolver(f.res)
 			if data != nil {
 				if err := refill(l, data, mp.next); err != nil {
 					return fmt.Errorf("fsm: restore %s/%d: %w", t.Name, i, err)

@@ -94,7 +94,8 @@ func serve(ctx context.Context, cfg *config) error {
 	log := newLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat).With("node", cfg.NodeID)
 	log.Info("kgate starting", "version", version.Get().Version)
 
-	state, err := fsm.Open(fsm.Options{Dir: cfg.DataDir, SegmentBytes: cfg.SegmentBytes, Logger: log})
+	state, err := fsm.Open(fsm.Options{Dir: cfg.DataDir, SegmentBytes: cfg.SegmentBytes, Logger: log,
+		References: cfg.PartitionStorage == "raft-log"})
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", cfg.DataDir, err)
 	}

@@ -801,8 +801,8 @@ type rangePart struct {
 	f        *os.File
 	path     string
 	pos, end int64
-	served   int64 // bytes of the batches its records serve
-	refs     bool  // some of its records are references
+	served   int64  // bytes of the batches its records serve
+	firstRef uint64 // the Raft index its first reference names (0: it has none)
 }
 
 // RangeFile is one segment file's part of a Range: bytes [Pos, End) of the
@@ -812,25 +812,30 @@ type rangePart struct {
 type RangeFile struct {
 	Path     string
 	Pos, End int64
+	// Served is the bytes of the batches the records in [Pos, End) serve;
+	// with Refs some of them are references, and NewRecordReader gives
+	// the batches (otherwise they are the file's bytes).
+	Served int64
+	Refs   bool
 }
 
-// HasRefs says whether any record of the range is a reference: then the
-// files' bytes are not the range's batches, and only WriteTo gives them.
-func (r *Range) HasRefs() bool {
+// FirstRef is the lowest Raft index a reference in the range names (0:
+// none): the entries from there on must stay readable while the range may
+// be read.
+func (r *Range) FirstRef() uint64 {
 	for _, p := range r.parts {
-		if p.refs {
-			return true
+		if p.firstRef != 0 {
+			return p.firstRef
 		}
 	}
-	return false
+	return 0
 }
 
-// Files lists the segment files the range reads, in order: their bytes
-// are the range's batches unless HasRefs.
+// Files lists the segment files the range reads, in order.
 func (r *Range) Files() []RangeFile {
 	out := make([]RangeFile, len(r.parts))
 	for i, p := range r.parts {
-		out[i] = RangeFile{Path: p.path, Pos: p.pos, End: p.end}
+		out[i] = RangeFile{Path: p.path, Pos: p.pos, End: p.end, Served: p.served, Refs: p.firstRef != 0}
 	}
 	return out
 }
@@ -843,13 +848,7 @@ func (r *Range) Len() int64 { return r.n }
 func (r *Range) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for _, p := range r.parts {
-		var m int64
-		var err error
-		if p.refs {
-			m, err = p.writeExpanded(w, r.res)
-		} else {
-			m, err = io.Copy(w, io.NewSectionReader(p.f, p.pos, p.end-p.pos))
-		}
+		m, err := io.Copy(w, NewRecordReader(p.f, p.pos, p.end, r.res))
 		n += m
 		if err != nil {
 			return n, err
@@ -858,38 +857,65 @@ func (r *Range) WriteTo(w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// writeExpanded writes the part's batches to w record by record.
-func (p *rangePart) writeExpanded(w io.Writer, res Resolver) (int64, error) {
-	seg := &segment{path: p.path, f: p.f, size: p.end}
-	var hdr [refSize]byte
-	var buf []byte
-	var n int64
-	for pos := p.pos; pos < p.end; {
-		r, err := seg.record(pos, &hdr)
-		if err != nil {
-			return n, err
+// RecordReader reads the batches that the records of a segment file in
+// [pos, end) serve: a batch as it is in the file, a reference as the batch
+// it names, read through the Resolver.
+type RecordReader struct {
+	f        *os.File
+	pos, end int64
+	res      Resolver
+	raw      int64  // bytes of a batch in the file still to read, from pos
+	pending  []byte // a resolved batch not yet read
+	buf      []byte
+}
+
+// NewRecordReader reads the batches of f's records in [pos, end), which
+// must start and end at records.
+func NewRecordReader(f *os.File, pos, end int64, res Resolver) *RecordReader {
+	return &RecordReader{f: f, pos: pos, end: end, res: res}
+}
+
+func (rr *RecordReader) Read(p []byte) (int, error) {
+	for {
+		if len(rr.pending) > 0 {
+			n := copy(p, rr.pending)
+			rr.pending = rr.pending[n:]
+			return n, nil
 		}
-		var m int64
-		if r.isRef {
-			if int64(cap(buf)) < r.served {
-				buf = make([]byte, r.served)
+		if rr.raw > 0 {
+			n, err := rr.f.ReadAt(p[:min(int64(len(p)), rr.raw)], rr.pos)
+			rr.pos += int64(n)
+			rr.raw -= int64(n)
+			if n > 0 {
+				return n, nil
 			}
-			if err := resolve(res, r, buf[:r.served]); err != nil {
-				return n, err
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
 			}
-			var k int
-			k, err = w.Write(buf[:r.served])
-			m = int64(k)
-		} else {
-			m, err = io.Copy(w, io.NewSectionReader(p.f, pos, r.size))
+			return 0, err
 		}
-		n += m
+		if rr.pos >= rr.end {
+			return 0, io.EOF
+		}
+		seg := segment{path: rr.f.Name(), f: rr.f, size: rr.end}
+		var hdr [refSize]byte
+		r, err := seg.record(rr.pos, &hdr)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
-		pos += r.size
+		if !r.isRef {
+			rr.raw = r.size
+			continue
+		}
+		if int64(cap(rr.buf)) < r.served {
+			rr.buf = make([]byte, r.served)
+		}
+		if err := resolve(rr.res, r, rr.buf[:r.served]); err != nil {
+			return 0, err
+		}
+		rr.pending = rr.buf[:r.served]
+		rr.pos += r.size
 	}
-	return n, nil
 }
 
 // Sync flushes the range's files to stable storage. A file that retention
@@ -922,9 +948,9 @@ func (l *Log) Range() (*Range, error) {
 	for _, s := range l.segments {
 		pos, err := s.find(l.start)
 		if err == nil && pos < s.size {
-			part := rangePart{path: s.path, pos: pos, end: s.size, served: s.size - pos, refs: s.refs > 0}
-			if part.refs {
-				part.served, err = s.servedFrom(pos)
+			part := rangePart{path: s.path, pos: pos, end: s.size, served: s.size - pos}
+			if s.refs > 0 {
+				part.served, part.firstRef, err = s.servedFrom(pos)
 			}
 			if err == nil {
 				if part.f, err = os.Open(s.path); err == nil {
@@ -941,19 +967,22 @@ func (l *Log) Range() (*Range, error) {
 	return r, nil
 }
 
-// servedFrom is the bytes the batches of the records from pos on serve.
-func (s *segment) servedFrom(pos int64) (int64, error) {
+// servedFrom is the bytes the batches of the records from pos on serve,
+// and the Raft index the first reference among them names (0: none).
+func (s *segment) servedFrom(pos int64) (n int64, firstRef uint64, err error) {
 	var hdr [refSize]byte
-	var n int64
 	for pos < s.size {
 		r, err := s.record(pos, &hdr)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
+		}
+		if r.isRef && firstRef == 0 {
+			firstRef = r.ref.Index
 		}
 		n += r.served
 		pos += r.size
 	}
-	return n, nil
+	return n, firstRef, nil
 }
 
 // Close closes the segment files.

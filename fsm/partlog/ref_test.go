@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -155,8 +156,8 @@ func TestReferencesReadAsTheBatchesTheyName(t *testing.T) {
 			t.Fatalf("step %d: FindTimestamp(%d) differs from the plain log's", step, ts)
 		}
 		if step%25 == 0 {
-			ra, rb := rangeBytes(t, refs), rangeBytes(t, plain)
-			if r, err := plain.Range(); err != nil || r.HasRefs() {
+			ra, rb := rangeBytes(t, refs, raft), rangeBytes(t, plain, nil)
+			if r, err := plain.Range(); err != nil || r.FirstRef() != 0 {
 				t.Fatalf("step %d: a log of batches only has a range with references (%v)", step, err)
 			} else {
 				r.Close()
@@ -177,8 +178,10 @@ func TestReferencesReadAsTheBatchesTheyName(t *testing.T) {
 	}
 }
 
-// rangeBytes is what a snapshot streams of l, checked against its Len.
-func rangeBytes(t *testing.T, l *partlog.Log) []byte {
+// rangeBytes is what a snapshot streams of l, checked against its Len and
+// against what its files give read as a snapshot kept by links reads them
+// (the file's bytes, or its records' batches where it has references).
+func rangeBytes(t *testing.T, l *partlog.Log, res partlog.Resolver) []byte {
 	t.Helper()
 	r, err := l.Range()
 	if err != nil {
@@ -192,6 +195,26 @@ func rangeBytes(t *testing.T, l *partlog.Log) []byte {
 	}
 	if n != r.Len() || int64(buf.Len()) != n {
 		t.Fatalf("the range wrote %d bytes (%d in the buffer), its Len is %d", n, buf.Len(), r.Len())
+	}
+	var linked bytes.Buffer
+	for _, rf := range r.Files() {
+		f, err := os.Open(rf.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m int64
+		if rf.Refs {
+			m, err = io.Copy(&linked, partlog.NewRecordReader(f, rf.Pos, rf.End, res))
+		} else {
+			m, err = io.Copy(&linked, io.NewSectionReader(f, rf.Pos, rf.End-rf.Pos))
+		}
+		f.Close()
+		if err != nil || m != rf.Served {
+			t.Fatalf("%s [%d, %d): %d bytes of %d, %v", rf.Path, rf.Pos, rf.End, m, rf.Served, err)
+		}
+	}
+	if !bytes.Equal(linked.Bytes(), buf.Bytes()) {
+		t.Fatal("the range's files read as a snapshot's links do not give its batches")
 	}
 	return buf.Bytes()
 }
@@ -290,8 +313,8 @@ func TestOpenChecksReferences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.HasRefs() {
-			t.Fatal("a range of references says it has none: a snapshot would link their files as batches")
+		if r.FirstRef() != 10 || !r.Files()[0].Refs {
+			t.Fatalf("a range of references from entry 10 says %d, %+v", r.FirstRef(), r.Files())
 		}
 		r.Close()
 		b := batch(2, 100, 300, 1)

@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/fsm"
+)
+
+// retainedFiles counts the Raft log files a node keeps for references.
+func retainedFiles(t *testing.T, tn *testNode) int {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(tn.dir, "raft", "log", "retained"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// Nodes keeping their partitions as references to the Raft entries that
+// carried the batches (--partition-storage=raft-log) serve the same bytes
+// as ever through everything the log goes through: compaction after a
+// snapshot (the entries named are kept aside), a crash and restart, a
+// follower so far behind that it catches up by the leader's snapshot (its
+// linked segments hold references, expanded from the leader's log as the
+// snapshot is sent), and a topic's deletion, after which the entries kept
+// for it go.
+func TestReferencedPartitionsThroughCompactionRestartAndInstall(t *testing.T) {
+	c := newClusterOf(t, 3, true, func(cfg *Config) {
+		cfg.SnapshotEvery = 20
+		cfg.TrailingLogs = 10
+		cfg.LogSegmentBytes = 8 << 10
+	})
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 200)
+	converged(t, c.nodes, stateOf(leader, "g"), "g")
+	for _, tn := range c.nodes {
+		if tn.f.Partition("t", 0).Log.FirstRef() == 0 {
+			t.Fatalf("node %d copied the batches instead of naming them", tn.id)
+		}
+	}
+
+	// A follower with a snapshot of its own falls far behind.
+	f := anyFollower(t, c.nodes, leader)
+	if err := f.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("follower snapshot: %v", err)
+	}
+	f.stop(t)
+	rest := c.running()
+	p.produce(t, rest, 120, 300)
+	commitOffset(t, rest, "g", "t", 0, 200)
+	leader = leaderAmong(t, rest)
+	if err := leader.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	first, err := leader.n.store.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first < 20 {
+		t.Fatalf("leader's log starts at %d: not compacted", first)
+	}
+	if retainedFiles(t, leader) == 0 {
+		t.Fatal("the leader compacted its log and kept no file for the references")
+	}
+	want := readAll(t, leader, "t", 0)
+	if len(want) != 125 {
+		t.Fatalf("leader serves %d batches, want 125", len(want))
+	}
+
+	// The leader crashes and comes back: the same batches.
+	leader.crash(t)
+	leader.start(t)
+	leaderAmong(t, rest)
+	if got := readAll(t, leader, "t", 0); !equalBatches(got, want) {
+		t.Fatalf("after a crash the node serves %d batches that differ from the %d it served", len(got), len(want))
+	}
+
+	// The follower catches up from a snapshot of referenced partitions.
+	leader = leaderAmong(t, rest)
+	if err := leader.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	leaderSnap, err := strconv.ParseUint(leader.n.raft.Stats()["last_snapshot_index"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := leader.n.snapStore.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("leader's snapshots: %v %v", list, err)
+	}
+	if _, pin, err := leader.n.snapStore.readHeader(list[0].ID); err != nil || pin == 0 {
+		t.Fatalf("the leader's snapshot names no Raft entry (pin %d, %v): it copied the batches", pin, err)
+	}
+	f.start(t)
+	converged(t, c.nodes, stateOf(leader, "g"), "g")
+	readyAll(t, c.nodes)
+	eventually(t, 20*time.Second, "the follower installed the leader's snapshot", func() error {
+		if snap, _ := strconv.ParseUint(f.n.raft.Stats()["last_snapshot_index"], 10, 64); snap < leaderSnap {
+			return fmt.Errorf("its last snapshot is at %d, the leader's at %d", snap, leaderSnap)
+		}
+		return nil
+	})
+	for _, tn := range c.nodes {
+		if got := readAll(t, tn, "t", 0); !equalBatches(got, want) {
+			t.Fatalf("node %d serves %d batches, not the %d the leader served", tn.id, len(got), len(want))
+		}
+	}
+	p.produce(t, c.nodes, 3, 300)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+	lead := readAll(t, leaderAmong(t, c.nodes), "t", 0)
+	for _, tn := range c.nodes {
+		if got := readAll(t, tn, "t", 0); len(got) != 128 || !equalBatches(got, lead) {
+			t.Fatalf("node %d serves %d batches after the install, the leader %d", tn.id, len(got), len(lead))
+		}
+	}
+
+	// Once the topic is gone and snapshots no longer name its batches,
+	// no node keeps entries for it.
+	if res := propose(t, c.nodes, fsm.Encode(&fsm.DeleteTopic{Name: "t"})); res == nil {
+		t.Fatal("no answer to the deletion")
+	}
+	for i := range 3 { // Raft keeps two snapshots: both must be newer
+		commitOffset(t, c.nodes, "g", "t2", 0, int64(i+1))
+		converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+		for _, tn := range c.nodes {
+			if err := tn.n.raft.Snapshot().Error(); err != nil {
+				t.Fatalf("node %d snapshot: %v", tn.id, err)
+			}
+		}
+	}
+	eventually(t, 20*time.Second, "no node keeps Raft entries for the deleted topic", func() error {
+		for _, tn := range c.nodes {
+			if n := retainedFiles(t, tn); n != 0 {
+				return fmt.Errorf("node %d keeps %d files", tn.id, n)
+			}
+		}
+		return nil
+	})
+}
