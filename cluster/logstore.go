@@ -30,6 +30,7 @@ type LogStore interface {
 	// (partlog.Ref; raftlog.Store with References).
 	ReadData(index uint64, pos int64, b []byte) error
 	SetPin(first uint64) error
+	Sync() error
 }
 
 // logRefs reads the batches that partitions' references name from the

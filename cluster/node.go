@@ -340,6 +340,9 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	}
 	rf := &raftFSM{f: f, m: n.metrics, logBytes: &n.logBytes, halted: n.halt, storageFailed: n.storageFailed, snaps: snaps, log: n.log,
 		digest: &applyDigest{every: cfg.DigestEvery, log: n.log}}
+	if !cfg.Fsync {
+		rf.syncLog = store.Sync
+	}
 	r, err := raft.NewRaft(rc, rf, logs, n.disk, n.snaps, pipelineSafe{trans})
 	if err != nil {
 		trans.Close()
@@ -1107,7 +1110,10 @@ func (n *Node) Shutdown() error {
 
 // raftFSM adapts fsm.FSM to raft.FSM.
 type raftFSM struct {
-	f        *fsm.FSM
+	f *fsm.FSM
+	// syncLog flushes the Raft log before a checkpoint names references
+	// to its entries (nil: every entry is synced as written, --fsync).
+	syncLog  func() error
 	m        *metrics
 	logBytes *atomic.Int64        // bytes applied since the last snapshot, when counted
 	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
@@ -1143,6 +1149,9 @@ func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, err
 	}
 	rs := &raftSnapshot{f: a.f, s: s, m: a.m, failed: a.storageFailed, pin: s.FirstRef(), unhold: func() {}}
+	if rs.pin != 0 {
+		rs.syncLog = a.syncLog
+	}
 	if a.snaps != nil {
 		// The entries its references name stay until Raft releases it,
 		// and then while it is on disk (refSnapshotStore.pin).
@@ -1181,6 +1190,8 @@ type raftSnapshot struct {
 	store  *refSnapshotStore
 	pin    uint64 // the lowest Raft index its references name (0: none)
 	unhold func()
+	// syncLog, when set, flushes the Raft log before the checkpoint.
+	syncLog func() error
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -1188,7 +1199,12 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	began := time.Now()
 	counted := &countingSink{SnapshotSink: sink}
 	var err error
-	if s.links != nil {
+	if s.syncLog != nil {
+		err = s.syncLog()
+	}
+	switch {
+	case err != nil:
+	case s.links != nil:
 		err = s.s.Checkpoint(s.f)
 		if err == nil {
 			err = s.s.SyncData()
@@ -1196,7 +1212,7 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 		if err == nil {
 			_, err = s.links.persist(s.store.sinkDir(sink), s.s.Index, s.pin, s.s.Meta(), counted)
 		}
-	} else {
+	default:
 		err = s.s.Persist(s.f, counted)
 	}
 	// A snapshot a Restore replaced after it was taken is not a disk

@@ -174,3 +174,20 @@ func scanHeaders(seg *segment) error {
 	seg.size = off
 	return nil
 }
+
+// Sync flushes every entry written to stable storage. With Fsync each write
+// already is; without it, a reference to an entry must not be recorded as
+// durable (a checkpoint) before the entry is.
+func (s *Store) Sync() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	for _, seg := range slices.Concat(s.segs, s.retained) {
+		if err := seg.f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
