@@ -119,10 +119,13 @@ chaos-short: build
 # printed) under idempotent writers; every node must end with the same bytes
 # and every acknowledged batch once, at its offset. make test runs 24 faults
 # of it with the cluster package.
+# NEMESIS_STORAGE: how the nodes keep partitions, copy, raft-log or mixed
+# (nodes 1 and 2 raft-log, node 3 copy; the default).
 NEMESIS_STEPS ?= 1000
 NEMESIS_SEED  ?= 0
+NEMESIS_STORAGE ?= mixed
 chaos-raft:
-	$(GO) test -count=1 -timeout 150m -run 'TestRandomFaultsKeepReplicasIdentical$$' ./cluster/ -v -nemesis-steps $(NEMESIS_STEPS) -nemesis-seed $(NEMESIS_SEED)
+	$(GO) test -count=1 -timeout 150m -run 'TestRandomFaultsKeepReplicasIdentical$$' ./cluster/ -v -nemesis-steps $(NEMESIS_STEPS) -nemesis-seed $(NEMESIS_SEED) -nemesis-storage $(NEMESIS_STORAGE)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

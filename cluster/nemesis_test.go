@@ -22,6 +22,9 @@ import (
 var (
 	nemesisSteps = flag.Int("nemesis-steps", 24, "faults in TestRandomFaultsKeepReplicasIdentical")
 	nemesisSeed  = flag.Int64("nemesis-seed", 0, "seed of TestRandomFaultsKeepReplicasIdentical (0: from the clock)")
+	// How the nodes keep partitions (--partition-storage): by default
+	// nodes 1 and 2 as references to Raft entries, node 3 as copies.
+	nemesisStorage = flag.String("nemesis-storage", "mixed", "partition storage of TestRandomFaultsKeepReplicasIdentical's nodes: copy, raft-log or mixed (nodes 1 and 2 raft-log, 3 copy)")
 )
 
 // TestRandomFaultsKeepReplicasIdentical is the fault campaign of test/chaos
@@ -40,13 +43,14 @@ var (
 // no batch is there twice. A node whose state machine skipped or repeated
 // entries (a snapshot restored over the wrong state, entries applied that
 // never committed) fails it. -nemesis-steps and -nemesis-seed set the
-// length and replay a run.
+// length and replay a run; -nemesis-storage how the nodes keep their
+// partitions (references to Raft entries, copies, or both in one cluster).
 func TestRandomFaultsKeepReplicasIdentical(t *testing.T) {
 	seed := *nemesisSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	t.Logf("seed %d (replay with -nemesis-seed %d), %d faults", seed, seed, *nemesisSteps)
+	t.Logf("seed %d (replay with -nemesis-seed %d), %d faults, -nemesis-storage %s", seed, seed, *nemesisSteps, *nemesisStorage)
 	rng := rand.New(rand.NewSource(seed))
 
 	const partitions = 3
@@ -67,6 +71,15 @@ func TestRandomFaultsKeepReplicasIdentical(t *testing.T) {
 		// Partition segments of 1 MiB: all of a partition's files stay
 		// open, and the writers append tens of megabytes.
 		tn.fsmSegmentBytes = 1 << 20
+		switch *nemesisStorage {
+		case "raft-log":
+			tn.references = true
+		case "mixed":
+			tn.references = i != 3
+		case "copy":
+		default:
+			t.Fatalf("-nemesis-storage %q: copy, raft-log or mixed", *nemesisStorage)
+		}
 	}
 	for _, tn := range c.nodes {
 		tn.join = []string{c.nodes[0].gossipAddr}

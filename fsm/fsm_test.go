@@ -263,6 +263,25 @@ func TestCheckpointAndReplayAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	crashAfterCheckpoint(t, f, dir, log)
+
+	g := openFSM(t, dir)
+	if g.Applied() != 250 {
+		t.Fatalf("applied after reopen = %d, want the checkpoint's 250", g.Applied())
+	}
+	for i := range log {
+		g.Apply(uint64(i+1), log[i]) // raft replays from its snapshot; early ones are skipped
+	}
+	if got := snapshotBytes(t, g); !bytes.Equal(got, want) {
+		t.Fatalf("state after crash and replay differs from a node that never stopped")
+	}
+}
+
+// crashAfterCheckpoint applies log[:250] to f, checkpoints, applies up to
+// 330 more, and leaves f's files as a crash would: data past the
+// checkpoint, and a segment's tail torn as a kill during a write could.
+func crashAfterCheckpoint(t *testing.T, f *FSM, dir string, log [][]byte) {
+	t.Helper()
 	for i := 0; i < 250; i++ {
 		f.Apply(uint64(i+1), log[i])
 	}
@@ -277,9 +296,7 @@ func TestCheckpointAndReplayAfterCrash(t *testing.T) {
 	for i := 250; i < 330; i++ { // applied but never checkpointed
 		f.Apply(uint64(i+1), log[i])
 	}
-	f.Close() // as a crash would leave it: files hold data past the checkpoint
-
-	// Tear the tail of one segment, as a kill during a write could.
+	f.Close()
 	segs, _ := filepath.Glob(filepath.Join(dir, "topics", "*", "*.log"))
 	if len(segs) > 0 {
 		fh, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
@@ -287,17 +304,6 @@ func TestCheckpointAndReplayAfterCrash(t *testing.T) {
 			fh.Write([]byte{0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1})
 			fh.Close()
 		}
-	}
-
-	g := openFSM(t, dir)
-	if g.Applied() != 250 {
-		t.Fatalf("applied after reopen = %d, want the checkpoint's 250", g.Applied())
-	}
-	for i := range log {
-		g.Apply(uint64(i+1), log[i]) // raft replays from its snapshot; early ones are skipped
-	}
-	if got := snapshotBytes(t, g); !bytes.Equal(got, want) {
-		t.Fatalf("state after crash and replay differs from a node that never stopped")
 	}
 }
 

@@ -3,9 +3,6 @@ package fsm
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -133,29 +130,7 @@ func TestReferencesSurviveCheckpointReplayAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.SetResolver(logEntries(log))
-	for i := 0; i < 250; i++ {
-		f.Apply(uint64(i+1), log[i])
-	}
-	s, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Persist(f, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	s.Release()
-	for i := 250; i < 330; i++ {
-		f.Apply(uint64(i+1), log[i])
-	}
-	f.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "topics", "*", "*.log"))
-	if len(segs) > 0 {
-		fh, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
-		if err == nil {
-			fh.Write([]byte{0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1})
-			fh.Close()
-		}
-	}
+	crashAfterCheckpoint(t, f, dir, log)
 	g := openRefFSM(t, dir, log)
 	for i := range log {
 		g.Apply(uint64(i+1), log[i])
