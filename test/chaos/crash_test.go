@@ -55,7 +55,10 @@ var (
 			file: func(n string) bool { return n == "meta.tmp" }, left: leftMetaTmp},
 		{name: "new first index recorded (meta renamed), before segment removal", dir: "raft/log", mask: syscall.IN_MOVED_TO,
 			file: func(n string) bool { return n == "meta" }, left: leftMetaTmp},
-		{name: "first covered segment file deleted", dir: "raft/log", mask: syscall.IN_DELETE,
+		// Moved aside into raft/log/retained, rather than deleted, when a
+		// partition's reference still names an entry in it
+		// (--partition-storage=raft-log).
+		{name: "first covered segment file deleted", dir: "raft/log", mask: syscall.IN_DELETE | syscall.IN_MOVED_FROM,
 			file: func(n string) bool { return strings.HasSuffix(n, ".seg") }, left: leftMetaTmp},
 	}
 )
@@ -98,7 +101,7 @@ func leftMetaTmp(dataDir string) string {
 	for _, e := range es {
 		if e.Name() == "meta.tmp" {
 			tmp = true
-		} else if e.Name() != "meta" && e.Name() != "stable" && e.Name() != "lock" {
+		} else if strings.HasSuffix(e.Name(), ".seg") {
 			segs++
 		}
 	}
