@@ -19,8 +19,8 @@ import (
 // opening, every file is kept, so that a state loaded from an older
 // checkpoint finds every entry its references name.
 //
-// Raft never sees retained entries (GetLog, FirstIndex); ReadData and
-// Locate read them.
+// Raft never sees retained entries (GetLog, FirstIndex); ReadData reads
+// them.
 
 const retainedDir = "retained"
 
@@ -48,7 +48,7 @@ func (s *Store) SetPin(first uint64) error {
 			continue
 		}
 		seg.f.Close()
-		if err := os.Remove(filepath.Join(s.dir, retainedDir, segName(seg.base))); err != nil {
+		if err := os.Remove(s.segPath(seg)); err != nil {
 			s.failed = err
 			return err
 		}
@@ -92,7 +92,10 @@ func (s *Store) retire(seg *segment, upTo uint64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.Rename(filepath.Join(s.dir, segName(seg.base)), filepath.Join(dir, segName(seg.base))); err != nil {
+	from := s.segPath(seg)
+	seg.retained = true
+	if err := os.Rename(from, s.segPath(seg)); err != nil {
+		seg.retained = false
 		return err
 	}
 	if s.opts.Fsync {
@@ -138,7 +141,7 @@ func (s *Store) openRetained() error {
 		if err != nil {
 			return err
 		}
-		seg := &segment{base: base, f: f}
+		seg := &segment{base: base, f: f, retained: true}
 		if err := scanHeaders(seg); err != nil {
 			f.Close()
 			return fmt.Errorf("%s: %w", filepath.Join(retainedDir, e.Name()), err)

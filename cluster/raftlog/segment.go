@@ -21,6 +21,8 @@ type segment struct {
 	// cutEnd: the segment ends inside a batch, at the log's cut point
 	// (a tail truncation), so the next batch must be appended to it.
 	cutEnd bool
+	// retained: compacted and moved aside for references (retained.go).
+	retained bool
 }
 
 const segSuffix = ".seg"

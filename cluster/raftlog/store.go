@@ -294,41 +294,6 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 	return nil
 }
 
-// Location is where a stored entry's data lies: Len bytes from byte Pos of
-// the file at Path, a segment whose base index is Segment. A compaction may
-// move the file (see Options.References); ReadData reads safely.
-type Location struct {
-	Segment uint64
-	Path    string
-	Pos     int64
-	Len     int64
-}
-
-// Locate says where the data of entry index is, without reading it. No
-// append, truncation or reopen moves an entry the log keeps; compaction
-// removes whole files, or with References moves them aside. The base
-// (after an installed snapshot) has no data: not found.
-func (s *Store) Locate(index uint64) (Location, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return Location{}, ErrClosed
-	}
-	seg, path, off, err := s.entryLocked(index)
-	if err != nil {
-		return Location{}, err
-	}
-	var hdr [headerSize]byte
-	if _, err := seg.f.ReadAt(hdr[:], off); err != nil {
-		return Location{}, fmt.Errorf("raft log entry %d: %w", index, err)
-	}
-	h, err := decodeHeader(hdr[:])
-	if _, n := seg.span(index); err != nil || h.index != index || h.size() != n {
-		return Location{}, fmt.Errorf("raft log entry %d in %s at offset %d is damaged", index, path, off)
-	}
-	return Location{Segment: seg.base, Path: path, Pos: off + headerSize, Len: int64(h.dataLen)}, nil
-}
-
 // ReadData fills b with the bytes of entry index's data from byte pos on,
 // for an entry in the log or, with References, compacted and kept. The
 // bytes are not checked against the entry's checksum: callers read a part
@@ -339,36 +304,39 @@ func (s *Store) ReadData(index uint64, pos int64, b []byte) error {
 	if s.closed {
 		return ErrClosed
 	}
-	seg, path, off, err := s.entryLocked(index)
-	if err != nil {
-		return err
+	seg := s.holding(index)
+	if seg == nil {
+		return raft.ErrLogNotFound
 	}
-	if _, n := seg.span(index); pos < 0 || headerSize+pos+int64(len(b)) > n {
-		return fmt.Errorf("raft log entry %d in %s: bytes %d to %d are not in its %d", index, path, pos, pos+int64(len(b)), n-headerSize)
+	off, n := seg.span(index)
+	if pos < 0 || headerSize+pos+int64(len(b)) > n {
+		return fmt.Errorf("raft log entry %d in %s: bytes %d to %d are not in its %d", index, s.segPath(seg), pos, pos+int64(len(b)), n-headerSize)
 	}
 	if _, err := seg.f.ReadAt(b, off+headerSize+pos); err != nil {
-		return fmt.Errorf("raft log entry %d in %s: %w", index, path, err)
+		return fmt.Errorf("raft log entry %d in %s: %w", index, s.segPath(seg), err)
 	}
 	return nil
 }
 
-// entryLocked finds the segment holding entry index, its file's path and
-// where the entry starts in it.
-func (s *Store) entryLocked(index uint64) (*segment, string, int64, error) {
+// holding returns the segment holding entry index, in the log or (with
+// References) compacted and kept; nil when there is none.
+func (s *Store) holding(index uint64) *segment {
 	lo := s.first
 	if s.opts.References && len(s.segs) > 0 {
 		lo = s.segs[0].base // entries compacted in the first file are kept with it
 	}
 	if s.last != 0 && index >= lo && index <= s.last {
-		seg := s.segFor(index)
-		off, _ := seg.span(index)
-		return seg, filepath.Join(s.dir, segName(seg.base)), off, nil
+		return s.segFor(index)
 	}
-	if seg := s.retainedFor(index); seg != nil {
-		off, _ := seg.span(index)
-		return seg, filepath.Join(s.dir, retainedDir, segName(seg.base)), off, nil
+	return s.retainedFor(index)
+}
+
+// segPath is the path of seg's file.
+func (s *Store) segPath(seg *segment) string {
+	if seg.retained {
+		return filepath.Join(s.dir, retainedDir, segName(seg.base))
 	}
-	return nil, "", 0, raft.ErrLogNotFound
+	return filepath.Join(s.dir, segName(seg.base))
 }
 
 // segFor returns the segment holding index, which is in the log.

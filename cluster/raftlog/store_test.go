@@ -536,11 +536,6 @@ func randomAgainstInmem(t *testing.T, refs bool) {
 	defer func() { s.Close() }()
 	ref := raft.NewInmemStore()
 	var tm uint64 = 1
-	type placed struct {
-		term uint64
-		loc  Location
-	}
-	located := map[uint64]placed{}
 	// compacted: entries Raft compacted that a reference may still name
 	// (those at or above the pin), by index.
 	compacted := map[uint64][]byte{}
@@ -589,33 +584,21 @@ func randomAgainstInmem(t *testing.T, refs bool) {
 				t.Fatalf("step %d (%s): entry %d outside %d..%d: %v", step, what, i, rf, rl, err)
 			}
 		}
-		if _, err := s.Locate(rl + 1); !errors.Is(err, raft.ErrLogNotFound) {
-			t.Fatalf("step %d (%s): Locate(%d) past the last: %v", step, what, rl+1, err)
+		if err := s.ReadData(rl+1, 0, nil); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("step %d (%s): ReadData(%d) past the last: %v", step, what, rl+1, err)
 		}
-		if _, err := s.Locate(rf - 1); !refs && !errors.Is(err, raft.ErrLogNotFound) {
-			t.Fatalf("step %d (%s): Locate(%d) below the first: %v", step, what, rf-1, err)
+		if err := s.ReadData(rf-1, 0, nil); !refs && !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("step %d (%s): ReadData(%d) below the first: %v", step, what, rf-1, err)
 		}
-		// An entry's data is where Locate says, and where it said when
-		// the entry was stored: nothing moves an entry the log keeps.
+		// Every entry's data reads back whole and in any part.
 		for _, i := range []uint64{rf, rl, rf + rng.Uint64N(rl-rf+1), rf + rng.Uint64N(rl-rf+1), rf + rng.Uint64N(rl-rf+1)} {
 			var a raft.Log
 			if err := ref.GetLog(i, &a); err != nil {
 				t.Fatal(err)
 			}
-			loc, err := s.Locate(i)
-			if err != nil {
-				t.Fatalf("step %d (%s): Locate(%d): %v", step, what, i, err)
-			}
-			if was, ok := located[i]; ok && was.term == a.Term && was.loc != loc {
-				t.Fatalf("step %d (%s): entry %d moved from %+v to %+v", step, what, i, was.loc, loc)
-			}
-			located[i] = placed{a.Term, loc}
-			got, err := readFile(loc.Path, loc)
-			if err != nil {
-				t.Fatalf("step %d (%s): entry %d at %+v: %v", step, what, i, loc, err)
-			}
-			if !bytes.Equal(got, a.Data) {
-				t.Fatalf("step %d (%s): entry %d at %+v reads %.20q..., want %.20q...", step, what, i, loc, got, a.Data)
+			got := make([]byte, len(a.Data))
+			if err := s.ReadData(i, 0, got); err != nil || !bytes.Equal(got, a.Data) {
+				t.Fatalf("step %d (%s): entry %d reads %.20q... (%v), want %.20q...", step, what, i, got, err, a.Data)
 			}
 			// ReadData reads any part of it.
 			from := rng.Int64N(int64(len(a.Data)))
@@ -651,9 +634,6 @@ func randomAgainstInmem(t *testing.T, refs bool) {
 			logs := batch(next, 1+rng.Uint64N(12), tm)
 			what = fmt.Sprintf("store %d..%d", next, next+uint64(len(logs))-1)
 			mustStore(t, s, logs)
-			for _, l := range logs {
-				delete(located, l.Index) // written anew
-			}
 			if err := ref.StoreLogs(logs); err != nil {
 				t.Fatal(err)
 			}
@@ -677,9 +657,6 @@ func randomAgainstInmem(t *testing.T, refs bool) {
 				}
 			}
 			ref.DeleteRange(f, max)
-			if max == l {
-				clear(located) // the next append may start anywhere
-			}
 		case p < 80:
 			lo := l - rng.Uint64N(min(l-f+1, 40))
 			if lo == f {
@@ -750,18 +727,6 @@ func minKey(m map[uint64][]byte) uint64 {
 		}
 	}
 	return k
-}
-
-// readFile reads the bytes at loc from the file at path.
-func readFile(path string, loc Location) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, loc.Len)
-	_, err = f.ReadAt(b, loc.Pos)
-	return b, err
 }
 
 // With References, entries compacted in the middle of a file survive the
@@ -855,10 +820,9 @@ func TestCompactedEntriesSurviveACrashBeforeTheMove(t *testing.T) {
 	}
 	mustStore(t, s, batch(1, 20, 1)) // one batch
 	mustDelete(t, s, 1, 15)
-	loc, err := s.Locate(16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seg := s.segFor(16)
+	cutAt, _ := seg.span(16)
+	path := s.segPath(seg)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -866,7 +830,7 @@ func TestCompactedEntriesSurviveACrashBeforeTheMove(t *testing.T) {
 	if err := writePair(dir, metaFile, 21, 15, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(loc.Path, loc.Pos-headerSize); err != nil {
+	if err := os.Truncate(path, cutAt); err != nil {
 		t.Fatal(err)
 	}
 	s, err = Open(dir, o)
