@@ -1110,10 +1110,7 @@ func (n *Node) Shutdown() error {
 
 // raftFSM adapts fsm.FSM to raft.FSM.
 type raftFSM struct {
-	f *fsm.FSM
-	// syncLog flushes the Raft log before a checkpoint names references
-	// to its entries (nil: every entry is synced as written, --fsync).
-	syncLog  func() error
+	f        *fsm.FSM
 	m        *metrics
 	logBytes *atomic.Int64        // bytes applied since the last snapshot, when counted
 	halted   func(*fsm.HaltError) // called on the first entry the FSM cannot apply
@@ -1124,6 +1121,9 @@ type raftFSM struct {
 	snaps  *refSnapshotStore
 	log    *slog.Logger
 	digest *applyDigest // nil: none
+	// syncLog flushes the Raft log before a checkpoint names references
+	// to its entries (nil: every entry is synced as written, --fsync).
+	syncLog func() error
 }
 
 func (a *raftFSM) Apply(l *raft.Log) any {

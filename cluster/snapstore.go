@@ -223,7 +223,18 @@ type snapshotRef struct {
 	index uint64
 	meta  []byte
 	parts [][]refFile
-	v2    bool
+}
+
+// form2 says whether r is written in form 2: some file has references.
+func (r *snapshotRef) form2() bool {
+	for _, files := range r.parts {
+		for _, f := range files {
+			if f.refs {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *snapshotRef) expandedSize() int64 {
@@ -238,12 +249,13 @@ func (r *snapshotRef) expandedSize() int64 {
 }
 
 func (r *snapshotRef) encode() []byte {
+	v2 := r.form2()
 	b := append([]byte(nil), refMagic...)
-	if r.v2 {
+	if v2 {
 		b = append(b[:0], refMagic2...)
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(r.size))
-	if r.v2 {
+	if v2 {
 		b = binary.BigEndian.AppendUint64(b, r.pin)
 	}
 	b = binary.BigEndian.AppendUint64(b, r.index)
@@ -257,7 +269,7 @@ func (r *snapshotRef) encode() []byte {
 			b = append(b, f.name...)
 			b = binary.BigEndian.AppendUint64(b, uint64(f.pos))
 			b = binary.BigEndian.AppendUint64(b, uint64(f.end))
-			if r.v2 {
+			if v2 {
 				b = binary.BigEndian.AppendUint64(b, uint64(f.size()))
 				flags := byte(0)
 				if f.refs {
@@ -289,14 +301,15 @@ func decodeRef(b []byte) (*snapshotRef, error) {
 		return binary.BigEndian.Uint64(v), true
 	}
 	r := &snapshotRef{}
+	var v2 bool
 	switch m := take(uint64(len(refMagic))); {
 	case bytes.Equal(m, refMagic2):
-		r.v2 = true
+		v2 = true
 	case !bytes.Equal(m, refMagic):
 		return nil, errBadRef
 	}
 	size, ok1 := u64()
-	if r.v2 {
+	if v2 {
 		pin, ok := u64()
 		if !ok {
 			return nil, errBadRef
@@ -335,7 +348,7 @@ func decodeRef(b []byte) (*snapshotRef, error) {
 				return nil, errBadRef
 			}
 			f := refFile{name: string(name), pos: int64(pos), end: int64(end)}
-			if r.v2 {
+			if v2 {
 				served, ok := u64()
 				flags := take(1)
 				if !ok || flags == nil || flags[0] > 1 || served > 1<<62 || flags[0] == 0 && served != end-pos {
@@ -355,14 +368,11 @@ func decodeRef(b []byte) (*snapshotRef, error) {
 	return r, nil
 }
 
-// item is one piece of an expanded stream: bytes, or a file's range
-// (whose records' batches, served bytes long, with refs).
+// item is one piece of an expanded stream: bytes, or a file's part (name
+// set).
 type item struct {
-	b        []byte
-	file     string
-	pos, end int64
-	served   int64
-	refs     bool
+	b []byte
+	refFile
 }
 
 func (r *snapshotRef) items() []item {
@@ -375,7 +385,7 @@ func (r *snapshotRef) items() []item {
 		out = append(out, item{b: binary.BigEndian.AppendUint64(nil, uint64(n))})
 		for _, f := range files {
 			if f.end > f.pos {
-				out = append(out, item{file: f.name, pos: f.pos, end: f.end, served: f.size(), refs: f.refs})
+				out = append(out, item{refFile: f})
 			}
 		}
 	}
@@ -401,7 +411,7 @@ func (e *expander) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		it := &e.items[0]
-		if it.file == "" {
+		if it.name == "" {
 			if len(it.b) == 0 {
 				e.items = e.items[1:]
 				continue
@@ -431,7 +441,7 @@ func (e *expander) Read(p []byte) (int, error) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		e.err = fmt.Errorf("snapshot segment %s: %w", it.file, err)
+		e.err = fmt.Errorf("snapshot segment %s: %w", it.name, err)
 	}
 	return 0, e.err
 }
@@ -439,19 +449,19 @@ func (e *expander) Read(p []byte) (int, error) {
 // open opens a linked file, which must hold at least the recorded bytes:
 // a snapshot is never read short.
 func (e *expander) open(it *item) error {
-	f, err := os.Open(filepath.Join(e.dir, it.file))
+	f, err := os.Open(filepath.Join(e.dir, it.name))
 	if err != nil {
 		return fmt.Errorf("snapshot segment: %w", err)
 	}
 	st, err := f.Stat()
 	if err == nil && st.Size() < it.end {
-		err = fmt.Errorf("snapshot segment %s holds %d bytes, the snapshot covers %d", it.file, st.Size(), it.end)
+		err = fmt.Errorf("snapshot segment %s holds %d bytes, the snapshot covers %d", it.name, st.Size(), it.end)
 	}
 	if err != nil {
 		f.Close()
 		return err
 	}
-	e.f, e.left = f, it.served
+	e.f, e.left = f, it.size()
 	if it.refs {
 		e.r = partlog.NewRecordReader(f, it.pos, it.end, e.res)
 	} else {
@@ -527,11 +537,6 @@ func (l *snapshotLinks) persist(sinkDir string, index, pin uint64, meta []byte, 
 		return 0, err
 	}
 	ref := &snapshotRef{index: index, pin: pin, meta: meta, parts: l.parts}
-	for _, part := range l.parts {
-		for _, f := range part {
-			ref.v2 = ref.v2 || f.refs
-		}
-	}
 	ref.size = ref.expandedSize()
 	n, err := w.Write(ref.encode())
 	return int64(n), err

@@ -315,7 +315,7 @@ func TestDamagedSnapshotReferenceRefused(t *testing.T) {
 	}
 	// Form 2: a file with references serves more than its bytes; its pin
 	// comes back.
-	ref2 := &snapshotRef{index: 9, pin: 3, v2: true, meta: []byte("m"), parts: [][]refFile{
+	ref2 := &snapshotRef{index: 9, pin: 3, meta: []byte("m"), parts: [][]refFile{
 		{{name: "segments/00000001.log", pos: 0, end: 154, served: 5000, refs: true}, {name: "segments/00000002.log", pos: 0, end: 70}},
 	}}
 	ref2.size = ref2.expandedSize()

@@ -95,7 +95,7 @@ func (f *FSM) appendBatch(now int64, b *Batch) (AppendResult, error) {
 	}
 	var base int64
 	var err error
-	if f.opts.References && f.res != nil && f.applying != 0 && b.DataPos > 0 {
+	if f.opts.References && f.res != nil && f.applying != 0 {
 		// The batch is in the entry being applied, as the client sent it:
 		// the partition names it there (stamped on reading, if it must be).
 		ref := partlog.Ref{Index: f.applying, Pos: uint32(b.DataPos), Len: uint32(len(b.Data))}
