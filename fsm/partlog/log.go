@@ -22,7 +22,6 @@ import (
 
 // Batch header field positions (Kafka record batch, magic 2).
 const (
-	headerPeek        = 27 // base offset .. last offset delta
 	offLength         = 8
 	offLastDelta      = 23
 	offMaxTimestamp   = 35
@@ -250,17 +249,15 @@ func openSegment(path string, base, next int64) (segmentScan, error) {
 		f.Close()
 		return segmentScan{}, err
 	}
-	s := &segment{base: base, path: path, f: f, maxTs: -1, lastIdxPos: -indexIntervalSize}
+	// Records are read up to the file's end; what follows the last whole
+	// one below next is not counted (size ends there).
+	s := &segment{base: base, path: path, f: f, size: st.Size(), maxTs: -1, lastIdxPos: -indexIntervalSize}
 	var hdr [refSize]byte
 	var pos int64
 	end := base
-	for pos+minBatchSize <= st.Size() {
-		n := min(refSize, st.Size()-pos)
-		if _, err := f.ReadAt(hdr[:n], pos); err != nil {
-			break
-		}
-		r, ok := parseRecord(hdr[:n])
-		if !ok || r.base >= next || pos+r.size > st.Size() {
+	for pos < s.size {
+		r, err := s.record(pos, &hdr)
+		if err != nil || r.base >= next {
 			break
 		}
 		s.note(r, pos)
@@ -630,17 +627,16 @@ func (s *segment) find(offset int64) (int64, error) {
 	if j >= 0 {
 		pos = s.index[j].pos
 	}
-	var hdr [headerPeek]byte
+	var hdr [refSize]byte
 	for pos < s.size {
-		if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
+		r, err := s.record(pos, &hdr)
+		if err != nil {
 			return 0, err
 		}
-		base := int64(binary.BigEndian.Uint64(hdr[0:]))
-		last := base + int64(int32(binary.BigEndian.Uint32(hdr[offLastDelta:])))
-		if last >= offset {
+		if r.last >= offset {
 			return pos, nil
 		}
-		pos += int64(binary.BigEndian.Uint32(hdr[offLength:])) + 12
+		pos += r.size
 	}
 	return pos, nil
 }
