@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Batch header field positions (Kafka record batch, magic 2).
@@ -86,6 +87,12 @@ type Log struct {
 	writeAt func(f *os.File, b []byte, off int64) (int, error)
 	// resolver reads the batches references name (nil: none can be read).
 	resolver Resolver
+	// ranges counts the Ranges taken and not yet closed: Rewrite leaves
+	// the files alone meanwhile (a snapshot links them by name).
+	ranges atomic.Int32
+	// rewriting: one Rewrite at a time (each writes its segments' files
+	// again under the same names).
+	rewriting sync.Mutex
 }
 
 type segment struct {
@@ -96,6 +103,8 @@ type segment struct {
 	served     int64 // bytes the batches served from it take (a reference counts as its batch)
 	refs       int   // references among its records
 	firstRef   uint64
+	lastRef    uint64
+	refBytes   int64 // of the batches its references serve
 	maxTs      int64
 	index      []indexEntry // sparse: record start positions, every ~4 KiB
 	lastIdxPos int64
@@ -143,6 +152,9 @@ func Open(dir string, start, next int64, segmentBytes int64) (*Log, error) {
 		writeAt: (*os.File).WriteAt}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := removeRewrites(dir, entries); err != nil {
 		return nil, err
 	}
 	var bases []int64
@@ -339,7 +351,9 @@ func (s *segment) note(r record, pos int64) {
 		if s.refs == 0 {
 			s.firstRef = r.ref.Index
 		}
+		s.lastRef = r.ref.Index
 		s.refs++
+		s.refBytes += r.served
 	}
 }
 
@@ -791,6 +805,7 @@ type Range struct {
 	parts []rangePart
 	n     int64
 	res   Resolver
+	log   *Log // until closed
 }
 
 type rangePart struct {
@@ -931,6 +946,10 @@ func (r *Range) Close() error {
 		p.f.Close()
 	}
 	r.parts = nil
+	if r.log != nil {
+		r.log.ranges.Add(-1)
+		r.log = nil
+	}
 	return nil
 }
 
@@ -940,7 +959,8 @@ func (r *Range) Close() error {
 func (l *Log) Range() (*Range, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	r := &Range{res: l.resolver}
+	l.ranges.Add(1)
+	r := &Range{res: l.resolver, log: l}
 	for _, s := range l.segments {
 		pos, err := s.find(l.start)
 		if err == nil && pos < s.size {

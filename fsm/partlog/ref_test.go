@@ -2,6 +2,7 @@ package partlog_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,9 +65,10 @@ func TestReferencesReadAsTheBatchesTheyName(t *testing.T) {
 	}
 	var log []written
 	var index uint64
+	var rewritten uint64 // entries below it are gone: Rewrite copied their batches
 	for step := range 600 {
 		switch p := rng.IntN(100); {
-		case p < 85:
+		case p < 82:
 			b := batch(int32(1+rng.IntN(5)), int64(1000+step), rng.IntN(3000), byte(step))
 			binary.BigEndian.PutUint64(b, rng.Uint64()) // the client's base offset field: never served
 			delta, maxTs := facts(b)
@@ -100,6 +103,23 @@ func TestReferencesReadAsTheBatchesTheyName(t *testing.T) {
 				t.Fatalf("step %d: appended at %d, the plain log at %d", step, rb, pb)
 			}
 			log = append(log, w)
+		case p < 85:
+			below := rewritten + rng.Uint64N(index-rewritten+2)
+			if _, err := refs.Rewrite(context.Background(), below); err != nil {
+				t.Fatalf("step %d: rewrite below %d: %v", step, below, err)
+			}
+			if f := refs.FirstRef(); f != 0 && f < below {
+				t.Fatalf("step %d: rewritten below %d, and a reference still names %d", step, below, f)
+			}
+			if n := refs.ReferencedBelow(below); n != 0 {
+				t.Fatalf("step %d: rewritten below %d, and %d bytes are still referenced below it", step, below, n)
+			}
+			for i := range raft {
+				if i < below {
+					delete(raft, i)
+				}
+			}
+			rewritten = max(rewritten, below)
 		case p < 92:
 			start, next := plain.Bounds()
 			to := start + rng.Int64N(next-start+1)
@@ -168,7 +188,7 @@ func TestReferencesReadAsTheBatchesTheyName(t *testing.T) {
 		}
 		first, lowest := refs.FirstRef(), uint64(0)
 		for _, w := range log {
-			if w.index != 0 && w.last >= start && (lowest == 0 || w.index < lowest) {
+			if w.index >= rewritten && w.index != 0 && w.last >= start && (lowest == 0 || w.index < lowest) {
 				lowest = w.index
 			}
 		}
@@ -327,4 +347,144 @@ func TestOpenChecksReferences(t *testing.T) {
 			t.Fatalf("read past next: %v", err)
 		}
 	})
+}
+
+// entriesMu is entries read and written from several goroutines.
+type entriesMu struct {
+	mu sync.Mutex
+	e  entries
+}
+
+func (m *entriesMu) ReadRef(r partlog.Ref, b []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.e.ReadRef(r, b)
+}
+
+// Rewrite runs beside the FSM's appends and readers' fetches: every batch
+// appended while segments are written again (the active one too) is served
+// afterwards, readers never see other bytes, and the log reopened from its
+// files reads the same. While a snapshot's Range is open the files stay as
+// they are (it links them by name). A rewrite a crash left half written is
+// removed when the log opens.
+func TestRewriteBesideAppendsReadsAndRanges(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 0, 0, 64<<10)
+	raft := &entriesMu{e: entries{}}
+	l.SetResolver(raft)
+	var want [][]byte // the batches as served, by append order
+	var index uint64
+	appendRef := func(i int) {
+		b := batch(int32(1+i%3), int64(1000+i), 100+i%900, byte(i))
+		delta, maxTs := facts(b)
+		raft.mu.Lock()
+		index++
+		at := index
+		raft.e[at] = append([]byte("entry"), b...)
+		raft.mu.Unlock()
+		base, err := l.AppendRef(partlog.Ref{Index: at, Pos: 5, Len: uint32(len(b))}, delta, maxTs, -1)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		served := bytes.Clone(b)
+		binary.BigEndian.PutUint64(served, uint64(base))
+		want = append(want, served)
+	}
+	for i := range 300 {
+		appendRef(i)
+	}
+
+	// An open Range keeps the files.
+	r, err := l.Range()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Rewrite(context.Background(), index+1); err != nil || n != 0 || l.FirstRef() != 1 {
+		t.Fatalf("rewrote %d bytes (%v) with a Range open; FirstRef %d", n, err, l.FirstRef())
+	}
+	r.Close()
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the FSM
+		defer wg.Done()
+		defer close(done)
+		for i := 300; i < 1500; i++ {
+			appendRef(i)
+		}
+	}()
+	go func() { // a reader
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := l.Read(0, 1<<20); err != nil {
+				t.Errorf("read beside a rewrite: %v", err)
+				return
+			}
+		}
+	}()
+	for {
+		raft.mu.Lock()
+		below := index + 1
+		raft.mu.Unlock()
+		if _, err := l.Rewrite(context.Background(), below); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		break
+	}
+	wg.Wait()
+	raft.mu.Lock()
+	last := index
+	raft.mu.Unlock()
+	if _, err := l.Rewrite(context.Background(), last+1); err != nil {
+		t.Fatal(err)
+	}
+	if f := l.FirstRef(); f != 0 {
+		t.Fatalf("every reference rewritten, and FirstRef is %d", f)
+	}
+	raft.mu.Lock()
+	raft.e = entries{} // the Raft log compacted: nothing to resolve
+	raft.mu.Unlock()
+
+	check := func(l *partlog.Log) {
+		t.Helper()
+		var got []byte
+		for off := l.Start(); off < l.Next(); {
+			b, err := l.Read(off, 1<<20)
+			if err != nil || len(b) == 0 {
+				t.Fatalf("read at %d (next %d): %d bytes, %v", off, l.Next(), len(b), err)
+			}
+			got = append(got, b...)
+			for len(b) > 0 {
+				off = int64(binary.BigEndian.Uint64(b)) + int64(int32(binary.BigEndian.Uint32(b[23:]))) + 1
+				b = b[int(binary.BigEndian.Uint32(b[8:]))+12:]
+			}
+		}
+		if !bytes.Equal(got, bytes.Join(want, nil)) {
+			t.Fatalf("read %d bytes, want the %d bytes appended", len(got), len(bytes.Join(want, nil)))
+		}
+	}
+	check(l)
+	next := l.Next()
+	l.Close()
+	files := segmentFiles(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, strings.TrimSuffix(files[0], ".log")+".log.rewrite"), []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, dir, 0, next, 64<<10)
+	check(l)
+	if got := segmentFiles(t, dir); !reflect.DeepEqual(got, files) {
+		t.Fatalf("files after reopening: %v, want %v", got, files)
+	}
 }
