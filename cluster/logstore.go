@@ -30,6 +30,8 @@ type LogStore interface {
 	// (partlog.Ref; raftlog.Store with References).
 	ReadData(index uint64, pos int64, b []byte) error
 	SetPin(first uint64) error
+	// RetainedBytes is what is kept past compaction for references.
+	RetainedBytes() int64
 	Sync() error
 }
 

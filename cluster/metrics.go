@@ -16,6 +16,7 @@ type metrics struct {
 	snapshotDuration prometheus.Histogram
 	snapshotBytes    prometheus.Gauge
 	snapshots        *prometheus.CounterVec
+	rewrittenBytes   prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -43,6 +44,10 @@ func newMetrics() *metrics {
 			Help: "Raft snapshots this node wrote, by result (ok, error, superseded: dropped because a snapshot from the leader replaced the state meanwhile).",
 		}, []string{"result"}),
 	}
+	m.rewrittenBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kgate_partition_rewritten_bytes_total",
+		Help: "Bytes partitions wrote copying batches they referenced in the Raft log, so that the log could drop the files kept for them (--partition-storage=raft-log).",
+	})
 	m.snapshots.WithLabelValues("ok")
 	m.snapshots.WithLabelValues("error") // present from the start, for alerts
 	return m
@@ -64,6 +69,8 @@ var (
 	descVoters    = prometheus.NewDesc("kgate_raft_voters", "Voters in the Raft configuration.", nil, nil)
 	descGossip    = prometheus.NewDesc("kgate_gossip_members",
 		"Nodes known to gossip (this one included), by state: alive, suspect, failed, left.", []string{"state"}, nil)
+	descPinned = prometheus.NewDesc("kgate_raft_pinned_bytes",
+		"Bytes of Raft log files kept past compaction because partitions' references (--partition-storage=raft-log) or snapshots name their entries.", nil, nil)
 	descFSMApplied = prometheus.NewDesc("kgate_fsm_applied_index",
 		"Raft index the replicated state machine has applied (what the admin API and group reads see).", nil, nil)
 )
@@ -71,7 +78,7 @@ var (
 // Describe implements prometheus.Collector.
 func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommitIndex, descRaftApplied, descRaftLastIndex,
-		descRaftSnapIndex, descLastContact, descLeader, descHasLeader, descVoters, descGossip, descFSMApplied} {
+		descRaftSnapIndex, descLastContact, descLeader, descHasLeader, descVoters, descGossip, descFSMApplied, descPinned} {
 		ch <- d
 	}
 	n.metrics.leaderChanges.Describe(ch)
@@ -79,6 +86,7 @@ func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 	n.metrics.snapshotDuration.Describe(ch)
 	n.metrics.snapshotBytes.Describe(ch)
 	n.metrics.snapshots.Describe(ch)
+	n.metrics.rewrittenBytes.Describe(ch)
 }
 
 // Collect implements prometheus.Collector: Raft's own figures, read now.
@@ -121,11 +129,13 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 		gauge(descGossip, float64(c), s)
 	}
 	gauge(descFSMApplied, float64(n.fsm.Applied()))
+	gauge(descPinned, float64(n.store.RetainedBytes()))
 	n.metrics.leaderChanges.Collect(ch)
 	n.metrics.applyDuration.Collect(ch)
 	n.metrics.snapshotDuration.Collect(ch)
 	n.metrics.snapshotBytes.Collect(ch)
 	n.metrics.snapshots.Collect(ch)
+	n.metrics.rewrittenBytes.Collect(ch)
 }
 
 func lowerState(s raft.RaftState) string {

@@ -60,6 +60,10 @@ func TestRandomFaultsKeepReplicasIdentical(t *testing.T) {
 		tn := c.newNode(i, nil, 3, func(cfg *Config) {
 			cfg.TrailingLogs = 16
 			cfg.LogSegmentBytes = 64 << 10
+			// Trimmed partitions beside the untrimmed "tail": the Raft
+			// log kept for references passes this, and nodes copy
+			// batches into their partitions between the faults.
+			cfg.RewritePinnedBytes = 256 << 10
 			if i == pausable {
 				// A leader that keeps taking itself for the leader
 				// for seconds without hearing from a majority, as a
@@ -315,6 +319,12 @@ func TestRandomFaultsKeepReplicasIdentical(t *testing.T) {
 		w.check(t, want[w.partition], c.nodes[0].f.Partition("nem", w.partition).Log.Start())
 	}
 	t.Logf("%d batches acknowledged in %d partitions, every one once, at its offset, on every node", total, partitions)
+	for _, tn := range c.nodes {
+		if tn.references {
+			t.Logf("node %d: %.0f bytes copied from references into partitions (since its last start), %d bytes of Raft log kept for references",
+				tn.id, rewritten(t, tn), tn.n.store.RetainedBytes())
+		}
+	}
 }
 
 // nemesisWriter appends batches of two records to one partition as an

@@ -75,6 +75,11 @@ type Config struct {
 	SnapshotEvery    uint64 // entries between snapshots
 	TrailingLogs     uint64
 	LogSegmentBytes  int64 // Raft log segment file size (0: raftlog's default)
+	// RewritePinnedBytes bounds what the Raft log keeps past its
+	// compaction for partitions' references: over it, the partitions
+	// holding the oldest entries copy the batches they name when that is
+	// at most half of what it frees (rewritePinned). 0: 1 GiB.
+	RewritePinnedBytes int64
 	// DigestEvery, when set, has the node log a checksum of the commands
 	// it applied in each window of that many Raft indexes (applyDigest).
 	DigestEvery uint64
@@ -419,9 +424,18 @@ func (n *Node) keepReferenced() error {
 }
 
 // keepReferencedLoop lets the Raft log drop compacted entries as
-// retention, deletions and snapshots release them.
+// retention, deletions, rewrites and snapshots release them.
 func (n *Node) keepReferencedLoop() {
 	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends a rewrite when the node stops
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
@@ -432,8 +446,48 @@ func (n *Node) keepReferencedLoop() {
 		}
 		if err := n.keepReferenced(); err != nil {
 			n.log.Warn("raft log: keeping referenced entries", "err", err)
+			continue
+		}
+		if err := n.rewritePinned(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("raft log: copying referenced batches into their partitions", "err", err)
 		}
 	}
+}
+
+// rewritePinned bounds the Raft log kept for references. One partition
+// kept long (a topic with a long retention) pins every later file,
+// however short the rest are kept; once that passes RewritePinnedBytes,
+// the partitions copy the batches they name in the kept files into their
+// own (fsm.RewriteReferences) and the pin moves to the log's compaction
+// point (snapshots that still name them hold it until they are replaced).
+// It copies only when the copy is at most half of what is kept: where
+// most of it is referenced (every topic kept alike), copying would write
+// it twice to free little.
+func (n *Node) rewritePinned(ctx context.Context) error {
+	limit := n.cfg.RewritePinnedBytes
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	pinned := n.store.RetainedBytes()
+	if pinned <= limit {
+		return nil
+	}
+	first, err := n.store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	refd := n.fsm.ReferencedBelow(first)
+	if refd == 0 || refd*2 > pinned {
+		return nil
+	}
+	written, err := n.fsm.RewriteReferences(ctx, first)
+	n.metrics.rewrittenBytes.Add(float64(written))
+	if err != nil {
+		return err
+	}
+	n.log.Info("raft log: copied referenced batches into their partitions", "kept_bytes", pinned,
+		"referenced_bytes", refd, "written_bytes", written, "below_index", first)
+	return n.keepReferenced()
 }
 
 // saveTermAgain writes the stored current term back, as raft.NewRaft is

@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kgate/kgate/fsm"
 )
@@ -147,4 +150,101 @@ func TestReferencedPartitionsThroughCompactionRestartAndInstall(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// One topic kept long no longer keeps the whole Raft log: once the files
+// kept for references pass RewritePinnedBytes and its batches are a small
+// part of them, each node copies them into the partition and the files
+// go, once the snapshots naming them are replaced. The partition serves
+// the same bytes before and after, and after a crash. Where most of the
+// kept files are batches still served, nothing is copied.
+func TestLongKeptPartitionIsCopiedAndTheRaftLogFreed(t *testing.T) {
+	c := newClusterOf(t, 3, true, func(cfg *Config) {
+		cfg.SnapshotEvery = 20
+		cfg.TrailingLogs = 10
+		cfg.LogSegmentBytes = 8 << 10
+		cfg.RewritePinnedBytes = 16 << 10
+	})
+	leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "kept", 1)
+	createTopic(t, c.nodes, "short", 1)
+	newProducer("kept", 1).produce(t, c.nodes, 5, 200)
+	newProducer("short", 2).produce(t, c.nodes, 150, 300)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+	snapshotAll := func() {
+		t.Helper()
+		commitOffset(t, c.nodes, "g", "kept", 0, 1)
+		converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+		for _, tn := range c.nodes {
+			if err := tn.n.raft.Snapshot().Error(); err != nil {
+				t.Fatalf("node %d snapshot: %v", tn.id, err)
+			}
+		}
+	}
+	snapshotAll()
+	want := readAll(t, c.nodes[0], "kept", 0)
+	if len(want) != 5 {
+		t.Fatalf("%d batches kept, want 5", len(want))
+	}
+
+	// Both topics served: what is kept is mostly batches served.
+	for _, tn := range c.nodes {
+		if tn.n.store.RetainedBytes() <= 16<<10 {
+			t.Fatalf("node %d keeps %d bytes for references, want more than 16 KiB", tn.id, tn.n.store.RetainedBytes())
+		}
+		if err := tn.n.rewritePinned(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := rewritten(t, tn); n != 0 {
+			t.Fatalf("node %d copied %v bytes of batches that are most of what it keeps", tn.id, n)
+		}
+	}
+
+	// The short topic goes: "kept" alone holds the files.
+	short := c.nodes[0].f.Partition("short", 0).Log.Next()
+	propose(t, c.nodes, fsm.Encode(&fsm.TrimLog{Topic: "short", Partition: 0, Start: short}))
+	eventually(t, 20*time.Second, "every node copied the kept topic's batches", func() error {
+		for _, tn := range c.nodes {
+			if r := tn.f.Partition("kept", 0).Log.FirstRef(); r != 0 {
+				return fmt.Errorf("node %d: the kept topic still names entry %d", tn.id, r)
+			}
+			if n := rewritten(t, tn); n < 5*200 {
+				return fmt.Errorf("node %d: %v bytes copied", tn.id, n)
+			}
+		}
+		return nil
+	})
+	for range 2 { // Raft keeps two snapshots: both must be newer
+		snapshotAll()
+	}
+	eventually(t, 20*time.Second, "no node keeps Raft log files for references", func() error {
+		for _, tn := range c.nodes {
+			if n := tn.n.store.RetainedBytes(); n != 0 {
+				return fmt.Errorf("node %d keeps %d bytes", tn.id, n)
+			}
+		}
+		return nil
+	})
+	for _, tn := range c.nodes {
+		if got := readAll(t, tn, "kept", 0); !equalBatches(got, want) {
+			t.Fatalf("node %d serves %d batches that differ from the %d it served", tn.id, len(got), len(want))
+		}
+	}
+	c.nodes[1].crash(t)
+	c.nodes[1].start(t)
+	leaderAmong(t, c.nodes)
+	if got := readAll(t, c.nodes[1], "kept", 0); !equalBatches(got, want) {
+		t.Fatalf("after a crash node %d serves %d batches that differ from the %d it served", c.nodes[1].id, len(got), len(want))
+	}
+}
+
+// rewritten is the node's kgate_partition_rewritten_bytes_total.
+func rewritten(t *testing.T, tn *testNode) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := tn.n.metrics.rewrittenBytes.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

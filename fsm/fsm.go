@@ -8,6 +8,7 @@
 package fsm
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -495,6 +496,46 @@ func (f *FSM) Pin() uint64 {
 		}
 	}
 	return pin
+}
+
+// ReferencedBelow is the bytes of the batches that partitions serve
+// through references to Raft entries below index: what
+// RewriteReferences(index) would copy.
+func (f *FSM) ReferencedBelow(index uint64) int64 {
+	var n int64
+	for _, l := range f.logs() {
+		n += l.ReferencedBelow(index)
+	}
+	return n
+}
+
+// RewriteReferences copies into the partitions' own files the batches
+// they serve through references to Raft entries below index, so that the
+// pin can pass those entries (partlog.Log.Rewrite). It runs beside Apply.
+// It returns the bytes written.
+func (f *FSM) RewriteReferences(ctx context.Context, index uint64) (int64, error) {
+	var n int64
+	for _, l := range f.logs() {
+		m, err := l.Rewrite(ctx, index)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// logs lists every partition's log.
+func (f *FSM) logs() []*partlog.Log {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*partlog.Log
+	for _, t := range f.topics {
+		for _, p := range t.Partitions {
+			out = append(out, p.Log)
+		}
+	}
+	return out
 }
 
 // Close closes every partition log.

@@ -62,6 +62,18 @@ func (s *Store) SetPin(first uint64) error {
 	return nil
 }
 
+// RetainedBytes is the size of the files kept past compaction for
+// references.
+func (s *Store) RetainedBytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var n int64
+	for _, seg := range s.retained {
+		n += seg.size
+	}
+	return n
+}
+
 // pinned says whether a reference may name an entry at or below last
 // (of a file whose entries end there).
 func (s *Store) pinned(last uint64) bool {
