@@ -51,6 +51,7 @@ type config struct {
 	LogLevel            string
 	Fsync               bool
 	PartitionStorage    string
+	RaftRetainedBytes   int64
 	DeadNodeReapAfter   time.Duration
 	RejoinInterval      time.Duration
 
@@ -121,6 +122,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.RaftSegmentBytes, "raft-log-segment-bytes", 64<<20, "size after which the Raft log starts a new segment file; compaction after a snapshot deletes whole segments")
 	fs.BoolVar(&c.Fsync, "fsync", true, "fsync the Raft log before acknowledging; false trusts the page cache as Kafka does (survives kill -9, not power loss)")
 	fs.StringVar(&c.PartitionStorage, "partition-storage", "copy", "how this node keeps the embedded backend's partitions: copy (each batch written again into the partition's segment files) or raft-log (the segments name the batch in its Raft log entry, so each record is written once; see docs/design/write-once.md)")
+	fs.Int64Var(&c.RaftRetainedBytes, "raft-retained-bytes", 1<<30, "with --partition-storage=raft-log: once the compacted Raft log files kept for partitions' references (raft/log/retained) pass this size, the partitions naming the oldest copy those batches into their own segment files, if that copies at most half of what is kept (a topic kept long would otherwise keep every later file)")
 	fs.DurationVar(&c.GroupInitialDelay, "group-initial-rebalance-delay", 3*time.Second, "wait for more members before the first rebalance of an empty group (KIP-134)")
 	fs.DurationVar(&c.GroupMinSession, "group-min-session-timeout", 6*time.Second, "smallest session timeout a member may ask for")
 	fs.DurationVar(&c.GroupMaxSession, "group-max-session-timeout", 30*time.Minute, "largest session timeout a member may ask for")
@@ -391,6 +393,9 @@ func (c *config) validate() error {
 	}
 	if c.PartitionStorage != "copy" && c.PartitionStorage != "raft-log" {
 		return fmt.Errorf("invalid value %q for --partition-storage: must be copy or raft-log", c.PartitionStorage)
+	}
+	if c.RaftRetainedBytes < 1 {
+		return fmt.Errorf("invalid value %d for --raft-retained-bytes: must be at least 1", c.RaftRetainedBytes)
 	}
 	if c.RaftSegmentBytes < 4096 {
 		return fmt.Errorf("invalid value %d for --raft-log-segment-bytes: must be at least 4096", c.RaftSegmentBytes)

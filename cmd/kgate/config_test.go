@@ -101,6 +101,8 @@ func TestConfigDefaults(t *testing.T) {
 		"RaftDigestEvery":     uint64(0),
 		"RaftTrailingLogs":    uint64(1024),
 		"RaftSegmentBytes":    int64(64 << 20),
+		"PartitionStorage":    "copy",
+		"RaftRetainedBytes":   int64(1 << 30),
 		"LogLevel":            "info",
 		"LogFormat":           "text",
 		"AdvertiseRaftAddr":   "127.0.0.1:9093", // defaults to --raft-addr
