@@ -100,18 +100,22 @@ failover-bench: build
 # franz-go; java and librdkafka need ./scripts/install-test-deps.sh).
 # chaos-short (in make test) applies each kind once to three nodes, then
 # once to five, and checks that clients of a cut-off leader go on through
-# the others (TestCutOffLeaderClients).
+# the others (TestCutOffLeaderClients). CHAOS_STORAGE: how the nodes keep
+# partitions, copy, raft-log or mixed (the default: node ids 1 and 2 modulo
+# 3 raft-log, copying batches out of kept Raft log files past 1 MiB; the
+# others copy); empty: KGATE_PARTITION_STORAGE or kgate's default.
 CHAOS_FAULTS  ?= 100
 CHAOS_SEED    ?= 0
 CHAOS_KINDS   ?=
 CHAOS_NODES   ?= 3
 CHAOS_CLIENTS ?=
+CHAOS_STORAGE ?= mixed
 chaos: build
-	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES) -clients '$(CHAOS_CLIENTS)'
+	$(GO) test -count=1 -timeout 150m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -faults $(CHAOS_FAULTS) -seed $(CHAOS_SEED) -kinds '$(CHAOS_KINDS)' -nodes $(CHAOS_NODES) -clients '$(CHAOS_CLIENTS)' -storage '$(CHAOS_STORAGE)'
 
 chaos-short: build
-	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$|TestDigestsPartNamesTheFirstDifference$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -clients '$(CHAOS_CLIENTS)'
-	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5 -clients '$(CHAOS_CLIENTS)'
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$|TestCutOffLeaderClients$$|TestDigestsPartNamesTheFirstDifference$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -clients '$(CHAOS_CLIENTS)' -storage '$(CHAOS_STORAGE)'
+	$(GO) test -race -count=1 -timeout 15m -tags chaos -run 'TestChaos$$' ./test/chaos/ -v -seed $(CHAOS_SEED) -nodes 5 -clients '$(CHAOS_CLIENTS)' -storage '$(CHAOS_STORAGE)'
 
 # The Raft layer's own campaign (docs/chaos.md, "In one process"): three
 # in-process nodes that snapshot and compact all the time take NEMESIS_STEPS

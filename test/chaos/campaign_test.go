@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -484,6 +485,19 @@ faults:
 		t.Errorf("replicas: %v", err)
 	} else {
 		t.Logf("every node holds the same bytes of every partition: %s", sizes)
+	}
+	// With references (-storage), what each node keeps of its Raft log
+	// for them and what it copied out of kept files.
+	for _, nd := range c.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		kept, err1 := c.metric(ctx, nd, "kgate_raft_pinned_bytes")
+		copied, err2 := c.metric(ctx, nd, "kgate_partition_rewritten_bytes_total")
+		cancel()
+		if err := errors.Join(err1, err2); err != nil {
+			t.Logf("node %d: %v", nd.id, err)
+			continue
+		}
+		t.Logf("node %d: %.0f bytes of Raft log kept for references, %.0f copied out of kept files since it last started", nd.id, kept, copied)
 	}
 	if part := c.digestsPart(); part != "" {
 		t.Errorf("replicas: %s", part)

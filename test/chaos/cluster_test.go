@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,6 +136,11 @@ func (c *cluster) newNode(id int) *node {
 		"--raft-addr", nd.raft, "--advertise-raft-addr", nd.raftProxy.Addr,
 		"--gossip-addr", nd.gossip, "--advertise-gossip-addr", nd.gossipProxy.Addr}
 	nd.args = append(nd.args, nodeFlags...)
+	storage, err := storageFlags(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.args = append(nd.args, storage...)
 	nd.args = append(nd.args, extraNodeFlags()...)
 	if c.smallDisks {
 		if nd.disk, err = mountSmallDisk(nd.dataDir); err != nil {
@@ -389,6 +395,30 @@ func (c *cluster) view(ctx context.Context, nd *node) (clusterView, error) {
 		return v, fmt.Errorf("node %d /v1/cluster: %s", nd.id, resp.Status)
 	}
 	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+// metric is the value of an unlabelled series on nd's /metrics.
+func (c *cluster) metric(ctx context.Context, nd *node, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nd.admin+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("node %d: no %s", nd.id, name)
 }
 
 func (c *cluster) ready(ctx context.Context, nd *node) error {
