@@ -32,34 +32,49 @@ func (s *Store) SetPin(first uint64) error {
 	if !s.opts.References {
 		return nil
 	}
+	gone, err := s.release(first)
+	if err != nil || len(gone) == 0 {
+		return err
+	}
+	// Unlinked outside the locks (a large file can take milliseconds):
+	// nothing reads them any more, and a file a crash leaves here is
+	// kept at the next open only until the pin is set again.
+	for _, seg := range gone {
+		seg.f.Close()
+		if err := os.Remove(s.segPath(seg)); err != nil {
+			s.mu.Lock()
+			s.failed = err
+			s.mu.Unlock()
+			return err
+		}
+	}
+	if s.opts.Fsync {
+		return SyncDir(filepath.Join(s.dir, retainedDir))
+	}
+	return nil
+}
+
+// release sets the pin and takes the retained files it no longer covers
+// out of the store, returning them.
+func (s *Store) release(first uint64) (gone []*segment, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := s.writable(); err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pin, s.pinKnown = first, true
-	kept := s.retained[:0]
-	removed := false
+	var kept []*segment
 	for _, seg := range s.retained {
 		if s.pinned(seg.end()) {
 			kept = append(kept, seg)
-			continue
+		} else {
+			gone = append(gone, seg)
 		}
-		seg.f.Close()
-		if err := os.Remove(s.segPath(seg)); err != nil {
-			s.failed = err
-			return err
-		}
-		removed = true
 	}
-	clear(s.retained[len(kept):])
 	s.retained = kept
-	if removed && s.opts.Fsync {
-		return SyncDir(filepath.Join(s.dir, retainedDir))
-	}
-	return nil
+	return gone, nil
 }
 
 // RetainedBytes is the size of the files kept past compaction for
