@@ -9,6 +9,7 @@ package fsm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -512,17 +513,20 @@ func (f *FSM) ReferencedBelow(index uint64) int64 {
 // RewriteReferences copies into the partitions' own files the batches
 // they serve through references to Raft entries below index, so that the
 // pin can pass those entries (partlog.Log.Rewrite). It runs beside Apply.
-// It returns the bytes written.
+// It returns the bytes written; a partition that fails does not stop the
+// others.
 func (f *FSM) RewriteReferences(ctx context.Context, index uint64) (int64, error) {
 	var n int64
+	var errs []error
 	for _, l := range f.logs() {
+		if ctx.Err() != nil {
+			break
+		}
 		m, err := l.Rewrite(ctx, index)
 		n += m
-		if err != nil {
-			return n, err
-		}
+		errs = append(errs, err)
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // logs lists every partition's log.
