@@ -231,6 +231,7 @@ func TestConfigInvalidValuesNameTheFlag(t *testing.T) {
 		{"raft election below heartbeat", []string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, nil, "--raft-election-timeout"},
 		{"raft snapshot threshold", []string{"--raft-snapshot-threshold", "0"}, nil, "--raft-snapshot-threshold"},
 		{"raft log segment bytes", []string{"--raft-log-segment-bytes", "100"}, nil, "--raft-log-segment-bytes"},
+		{"raft retained bytes", []string{"--raft-retained-bytes", "0"}, nil, "--raft-retained-bytes"},
 		{"log level", []string{"--log-level", "verbose"}, nil, "--log-level"},
 		{"max transaction timeout", []string{"--max-transaction-timeout", "0s"}, nil, "--max-transaction-timeout"},
 		{"transactional id expiration 0", []string{"--transactional-id-expiration", "0s"}, nil, "--transactional-id-expiration"},
