@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +158,87 @@ func compactingCluster(t *testing.T) (*testCluster, *testNode, *producer) {
 	p := newProducer("t", 1)
 	p.produce(t, c.nodes, 5, 200)
 	return c, leader, p
+}
+
+// cutShortStore fails the DeleteRange of the whole log once armed: the
+// clean-up Raft makes after restoring a snapshot from the leader, which a
+// crash can keep from happening.
+type cutShortStore struct {
+	logStable
+	armed *atomic.Bool
+}
+
+func (s *cutShortStore) DeleteRange(min, max uint64) error {
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if s.armed.Load() && min <= first && max >= last {
+		return errors.New("test: stopped before the log was emptied")
+	}
+	return s.logStable.DeleteRange(min, max)
+}
+
+func (s *cutShortStore) IsMonotonic() bool {
+	m, ok := s.logStable.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+// A follower stopped after it wrote and restored a snapshot from the
+// leader, but before Raft emptied its log, finds on restart a snapshot
+// newer than its whole log. It empties the log as the install would have,
+// and catches up. Before, the leader's next append met a log that ended
+// before the snapshot, and the node halted again (found by the nemesis).
+func TestInstallCutShortBeforeTheLogWasEmptied(t *testing.T) {
+	armed := map[int32]*atomic.Bool{}
+	halts := make(chan int32, 8)
+	c := newCluster(t, 3, func(cfg *Config) {
+		id := cfg.NodeID
+		if armed[id] == nil {
+			armed[id] = &atomic.Bool{}
+		}
+		cfg.TrailingLogs = 10
+		cfg.wrapStore = func(s logStable) logStable { return &cutShortStore{logStable: s, armed: armed[id]} }
+		cfg.OnHalt = func(error) { halts <- id }
+	})
+	leader := leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	p.produce(t, c.nodes, 5, 50)
+	converged(t, c.nodes, stateOf(leader, "g"), "g")
+
+	f := anyFollower(t, c.nodes, leader)
+	f.stop(t)
+	rest := c.running()
+	p.produce(t, rest, 40, 50)
+	commitOffset(t, rest, "g", "t", 0, 40)
+	leader = leaderAmong(t, rest)
+	if err := leader.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+
+	armed[f.id].Store(true)
+	f.start(t)
+	select {
+	case id := <-halts:
+		if id != f.id {
+			t.Fatalf("node %d halted, not the follower %d", id, f.id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the follower did not install the leader's snapshot (no clean-up to stop)")
+	}
+	f.stop(t)
+	armed[f.id].Store(false)
+	f.start(t)
+	p.produce(t, c.nodes, 3, 50)
+	converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+	want := readAll(t, leaderAmong(t, c.nodes), "t", 0)
+	if got := readAll(t, f, "t", 0); len(got) != 48 || !equalBatches(got, want) {
+		t.Fatalf("the follower serves %d batches, the leader %d (want 48)", len(got), len(want))
+	}
+	if err := f.n.HaltErr(); err != nil {
+		t.Fatalf("the follower halted after the restart: %v", err)
+	}
+	if !f.log().contains("an install was cut short") {
+		t.Fatalf("the follower's log does not say it emptied its log:\n%s", f.log())
+	}
 }

@@ -338,6 +338,11 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := emptyLogBehindSnapshot(store, snaps, n.log); err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
 	if err := n.saveTermAgain(); err != nil {
 		trans.Close()
 		store.Close()
@@ -488,6 +493,35 @@ func (n *Node) rewritePinned(ctx context.Context) error {
 	n.log.Info("raft log: copied referenced batches into their partitions", "kept_bytes", pinned,
 		"referenced_bytes", refd, "written_bytes", written, "below_index", first)
 	return n.keepReferenced()
+}
+
+// emptyLogBehindSnapshot finishes an install that a crash cut short.
+// hashicorp/raft empties the log (it says it has no gaps) once a snapshot
+// from the leader is restored; a node stopped in between finds on disk a
+// snapshot newer than its whole log. Raft then counts from the snapshot,
+// and the leader's next append, right after it, would meet a log that ends
+// before it, which takes no gap: the node would halt. Every entry of such
+// a log is covered by the snapshot.
+func emptyLogBehindSnapshot(store LogStore, snaps raft.SnapshotStore, log *slog.Logger) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	snap := list[0].Index // newest first
+	first, err := store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return err
+	}
+	if last == 0 || last >= snap {
+		return nil
+	}
+	log.Warn("raft log: it ends before the newest snapshot (an install was cut short); emptying it as the install would have",
+		"first", first, "last", last, "snapshot_index", snap)
+	return store.DeleteRange(first, last)
 }
 
 // saveTermAgain writes the stored current term back, as raft.NewRaft is
