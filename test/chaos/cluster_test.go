@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -45,6 +46,31 @@ var nodeFlags = []string{
 	// differ, the first window whose checksums differ says where
 	// (digestsPart).
 	"--raft-digest-every", "256",
+}
+
+// How the nodes keep partitions (-storage): with references into the Raft
+// log (each record written once) a node also copies batches out of files
+// kept past 1 MiB (--raft-retained-bytes), so that copies happen between
+// the faults.
+var storageFlag = flag.String("storage", "", "partition storage of the nodes: copy, raft-log, or mixed (node ids 1 and 2 modulo 3 raft-log, the others copy); empty: kgate's default or KGATE_PARTITION_STORAGE")
+
+// storageFlags are node id's flags for -storage.
+func storageFlags(id int) ([]string, error) {
+	refs := []string{"--partition-storage", "raft-log", "--raft-retained-bytes", "1048576"}
+	switch *storageFlag {
+	case "":
+		return nil, nil
+	case "copy":
+		return []string{"--partition-storage", "copy"}, nil
+	case "raft-log":
+		return refs, nil
+	case "mixed":
+		if id%3 == 0 {
+			return []string{"--partition-storage", "copy"}, nil
+		}
+		return refs, nil
+	}
+	return nil, fmt.Errorf("-storage %q: copy, raft-log or mixed", *storageFlag)
 }
 
 type cluster struct {

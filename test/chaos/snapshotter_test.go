@@ -5,7 +5,6 @@ package chaos
 import (
 	"context"
 	"flag"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,35 +19,11 @@ var (
 	// of a few minutes takes few snapshots. This asks every node for one
 	// (GET /v1/snapshot, as the crash-snapshot fault does) at this pace:
 	// snapshots, their installs and restarts on them become common.
-	// How the nodes keep partitions: with references into the Raft log
-	// (each record written once) a node also copies them out of files
-	// kept past 1 MiB (--raft-retained-bytes), so that copies happen
-	// between the faults.
-	storageFlag       = flag.String("storage", "", "partition storage of the nodes: copy, raft-log, or mixed (node ids 1 and 2 modulo 3 raft-log, the others copy); empty: kgate's default or KGATE_PARTITION_STORAGE")
 	snapshotEveryFlag = flag.Duration("snapshot-every", 0, "ask every node for a Raft snapshot at this interval (0: never)")
 )
 
 // extraNodeFlags splits -node-flags.
 func extraNodeFlags() []string { return strings.Fields(*nodeFlagsFlag) }
-
-// storageFlags are node id's flags for -storage.
-func storageFlags(id int) ([]string, error) {
-	refs := []string{"--partition-storage", "raft-log", "--raft-retained-bytes", "1048576"}
-	switch *storageFlag {
-	case "":
-		return nil, nil
-	case "copy":
-		return []string{"--partition-storage", "copy"}, nil
-	case "raft-log":
-		return refs, nil
-	case "mixed":
-		if id%3 == 0 {
-			return []string{"--partition-storage", "copy"}, nil
-		}
-		return refs, nil
-	}
-	return nil, fmt.Errorf("-storage %q: copy, raft-log or mixed", *storageFlag)
-}
 
 // snapshotter asks the members for snapshots every interval until stopped.
 type snapshotter struct {
