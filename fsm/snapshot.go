@@ -382,16 +382,7 @@ func (f *FSM) writeCheckpoint(generation, index uint64, meta []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(f.checkpointPath())
-}
-
-func syncDir(path string) error {
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return partlog.SyncDir(filepath.Dir(f.checkpointPath()))
 }
 
 // loadCheckpoint restores the checkpointed state, or leaves the FSM empty
@@ -642,7 +633,7 @@ func (f *FSM) dropCheckpoint() (uint64, error) {
 	if err := os.Remove(f.checkpointPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return f.generation, err
 	}
-	return f.generation, syncDir(f.checkpointPath())
+	return f.generation, partlog.SyncDir(filepath.Dir(f.checkpointPath()))
 }
 
 func (f *FSM) syncLogs() error {

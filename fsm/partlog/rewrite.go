@@ -134,7 +134,7 @@ func (l *Log) rewriteSegment(ctx context.Context, s *segment, index uint64) (int
 	// The new file must be the one a restart finds before the pin can
 	// pass the entries the old one named.
 	swapped = true
-	err = syncDir(l.dir)
+	err = SyncDir(l.dir)
 	for i := range l.segments {
 		if l.segments[i] == s {
 			l.segments[i] = ns
@@ -218,8 +218,8 @@ func removeRewrites(dir string, entries []os.DirEntry) error {
 	return nil
 }
 
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes files created, renamed or removed in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
