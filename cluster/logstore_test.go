@@ -44,11 +44,15 @@ func checkEntries(t *testing.T, s LogStore, first, last uint64) {
 	}
 }
 
-// TestMain runs the writer TestLogStoreKill9MidAppend kills when the test
-// binary is started as one (KGATE_LOGSTORE_DIR set), the tests otherwise.
+// TestMain runs the child process a kill test kills when the test binary is
+// started as one (KGATE_LOGSTORE_DIR: TestLogStoreKill9MidAppend's writer;
+// KGATE_NODE_KILL: TestKill9NodeWithReferences's node), the tests otherwise.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("KGATE_LOGSTORE_DIR"); dir != "" {
 		appendUntilKilled(dir)
+	}
+	if spec := os.Getenv(nodeKillEnv); spec != "" {
+		runNodeUntilKilled(spec)
 	}
 	os.Exit(m.Run())
 }
