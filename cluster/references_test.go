@@ -248,3 +248,64 @@ func rewritten(t *testing.T, tn *testNode) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A node may change --partition-storage at any restart (an upgrade to the
+// release where raft-log is the default, or an operator going back to
+// copy): it keeps serving what it wrote the other way, the Raft log keeps
+// the entries its old references name through compactions, and a copying
+// node beside it serves the same batches at every step.
+func TestNodeSwitchesPartitionStorage(t *testing.T) {
+	c := newClusterOf(t, 3, false, func(cfg *Config) {
+		cfg.SnapshotEvery = 20
+		cfg.TrailingLogs = 10
+		cfg.LogSegmentBytes = 8 << 10
+	})
+	leaderAmong(t, c.nodes)
+	votersAre(t, c.nodes, c.nodes)
+	createTopic(t, c.nodes, "t", 1)
+	p := newProducer("t", 1)
+	switcher, copier := c.nodes[0], c.nodes[1]
+	same := func(when string) {
+		t.Helper()
+		converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
+		want := readAll(t, copier, "t", 0)
+		if got := readAll(t, switcher, "t", 0); !equalBatches(got, want) {
+			t.Fatalf("%s: node %d serves %d batches that differ from the %d node %d serves", when, switcher.id, len(got), len(want), copier.id)
+		}
+	}
+	snapshotAll := func() {
+		t.Helper()
+		for _, tn := range c.nodes {
+			if err := tn.n.raft.Snapshot().Error(); err != nil {
+				t.Fatalf("node %d snapshot: %v", tn.id, err)
+			}
+		}
+	}
+	p.produce(t, c.nodes, 30, 300)
+	same("copying")
+
+	for i, refs := range []bool{true, false, true} {
+		switcher.stop(t)
+		switcher.references = refs
+		switcher.start(t)
+		same(fmt.Sprintf("switch %d, restarted", i))
+		for range 2 { // both kept snapshots taken since the switch
+			p.produce(t, c.nodes, 30, 300)
+			snapshotAll()
+		}
+		if err := switcher.n.keepReferenced(); err != nil {
+			t.Fatal(err)
+		}
+		p.produce(t, c.nodes, 30, 300)
+		same(fmt.Sprintf("switch %d, after compactions", i))
+		if switcher.f.Partition("t", 0).Log.FirstRef() == 0 {
+			t.Fatalf("switch %d: node %d names no batch in its Raft log", i, switcher.id)
+		}
+		switcher.crash(t)
+		switcher.start(t)
+		same(fmt.Sprintf("switch %d, after a crash", i))
+	}
+	if retainedFiles(t, switcher) == 0 {
+		t.Fatalf("node %d keeps no compacted Raft log file for the batches it names", switcher.id)
+	}
+}
