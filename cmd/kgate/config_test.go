@@ -101,7 +101,7 @@ func TestConfigDefaults(t *testing.T) {
 		"RaftDigestEvery":     uint64(0),
 		"RaftTrailingLogs":    uint64(1024),
 		"RaftSegmentBytes":    int64(64 << 20),
-		"PartitionStorage":    "copy",
+		"PartitionStorage":    "raft-log",
 		"RaftRetainedBytes":   int64(1 << 30),
 		"LogLevel":            "info",
 		"LogFormat":           "text",

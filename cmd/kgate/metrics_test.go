@@ -161,7 +161,7 @@ func TestMetrics(t *testing.T) {
 				{"kgate_partition_size_bytes", []string{"topic", "clicks"}, gt(0), "> 0"},
 				{"kgate_partition_segments", []string{"topic", "clicks"}, eq(1), "= 1"},
 				{"kgate_raft_voters", nil, eq(3), "= 3"},
-				{"kgate_raft_pinned_bytes", nil, eq(0), "= 0 (partitions copy their batches: nothing kept for references)"},
+				{"kgate_raft_pinned_bytes", nil, eq(0), "= 0 (no snapshot yet: nothing compacted, nothing kept past it)"},
 				{"kgate_partition_rewritten_bytes_total", nil, eq(0), "= 0"},
 				{"kgate_gossip_members", []string{"state", "alive"}, eq(3), "= 3"},
 				{"kgate_raft_term", nil, gt(0), "> 0"},
