@@ -50,7 +50,8 @@ func killPayload(round, i int, p int32) []byte {
 // runNodeUntilKilled is the child: a one-node cluster on the embedded
 // backend with references (--partition-storage=raft-log) and --fsync, four
 // producers appending one batch to each of topic k's two partitions per Raft
-// entry, and a snapshot (the checkpoint) every 40 acknowledged entries. It
+// entry, and a snapshot (the checkpoint) once 40 more entries are
+// acknowledged after the last one ended. It
 // prints "ack i base0 base1" once entry i is acknowledged, "snap" before a
 // snapshot and "ckpt" once it is persisted, until it is killed.
 func runNodeUntilKilled(spec string) {
