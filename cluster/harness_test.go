@@ -468,13 +468,21 @@ func (tn *testNode) start(t *testing.T) {
 	sink := &logSink{}
 	tn.logs = append(tn.logs, sink)
 	logger := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", tn.id)
+	if err := tn.open(logger); err != nil {
+		t.Fatalf("node %d: %v", tn.id, err)
+	}
+}
+
+// open opens the node's FSM and starts the node on it, logging to logger
+// (start, and the child processes of kill tests, which have no testing.T).
+func (tn *testNode) open(logger *slog.Logger) error {
 	segment := tn.fsmSegmentBytes
 	if segment == 0 {
 		segment = 16 << 10
 	}
 	f, err := fsm.Open(fsm.Options{Dir: tn.dir, SegmentBytes: segment, Logger: logger, References: tn.references})
 	if err != nil {
-		t.Fatalf("node %d: open fsm: %v", tn.id, err)
+		return fmt.Errorf("open fsm: %w", err)
 	}
 	cfg := Config{
 		NodeID:              tn.id,
@@ -498,9 +506,10 @@ func (tn *testNode) start(t *testing.T) {
 	n, err := Start(cfg, f)
 	if err != nil {
 		f.Close()
-		t.Fatalf("node %d: start: %v", tn.id, err)
+		return fmt.Errorf("start: %w", err)
 	}
 	tn.f, tn.n = f, n
+	return nil
 }
 
 // stop shuts the node down gracefully (a leader hands over leadership).

@@ -136,11 +136,7 @@ func TestReferencedPartitionsThroughCompactionRestartAndInstall(t *testing.T) {
 	for i := range 3 { // Raft keeps two snapshots: both must be newer
 		commitOffset(t, c.nodes, "g", "t2", 0, int64(i+1))
 		converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
-		for _, tn := range c.nodes {
-			if err := tn.n.raft.Snapshot().Error(); err != nil {
-				t.Fatalf("node %d snapshot: %v", tn.id, err)
-			}
-		}
+		snapshotNodes(t, c.nodes)
 	}
 	eventually(t, 20*time.Second, "no node keeps Raft entries for the deleted topic", func() error {
 		for _, tn := range c.nodes {
@@ -176,11 +172,7 @@ func TestLongKeptPartitionIsCopiedAndTheRaftLogFreed(t *testing.T) {
 		t.Helper()
 		commitOffset(t, c.nodes, "g", "kept", 0, 1)
 		converged(t, c.nodes, stateOf(leaderAmong(t, c.nodes), "g"), "g")
-		for _, tn := range c.nodes {
-			if err := tn.n.raft.Snapshot().Error(); err != nil {
-				t.Fatalf("node %d snapshot: %v", tn.id, err)
-			}
-		}
+		snapshotNodes(t, c.nodes)
 	}
 	snapshotAll()
 	want := readAll(t, c.nodes[0], "kept", 0)
@@ -239,6 +231,16 @@ func TestLongKeptPartitionIsCopiedAndTheRaftLogFreed(t *testing.T) {
 	}
 }
 
+// snapshotNodes has every node take a snapshot now.
+func snapshotNodes(t *testing.T, nodes []*testNode) {
+	t.Helper()
+	for _, tn := range nodes {
+		if err := tn.n.raft.Snapshot().Error(); err != nil {
+			t.Fatalf("node %d snapshot: %v", tn.id, err)
+		}
+	}
+}
+
 // rewritten is the node's kgate_partition_rewritten_bytes_total.
 func rewritten(t *testing.T, tn *testNode) float64 {
 	t.Helper()
@@ -273,14 +275,6 @@ func TestNodeSwitchesPartitionStorage(t *testing.T) {
 			t.Fatalf("%s: node %d serves %d batches that differ from the %d node %d serves", when, switcher.id, len(got), len(want), copier.id)
 		}
 	}
-	snapshotAll := func() {
-		t.Helper()
-		for _, tn := range c.nodes {
-			if err := tn.n.raft.Snapshot().Error(); err != nil {
-				t.Fatalf("node %d snapshot: %v", tn.id, err)
-			}
-		}
-	}
 	p.produce(t, c.nodes, 30, 300)
 	same("copying")
 
@@ -291,7 +285,7 @@ func TestNodeSwitchesPartitionStorage(t *testing.T) {
 		same(fmt.Sprintf("switch %d, restarted", i))
 		for range 2 { // both kept snapshots taken since the switch
 			p.produce(t, c.nodes, 30, 300)
-			snapshotAll()
+			snapshotNodes(t, c.nodes)
 		}
 		if err := switcher.n.keepReferenced(); err != nil {
 			t.Fatal(err)
