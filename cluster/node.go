@@ -274,10 +274,7 @@ func Start(cfg Config, f *fsm.FSM) (*Node, error) {
 	trans.snapshotIdle.Store(int64(snapshotIdleFor(n.heartbeatTimeout())))
 	var disk raft.LogStore = n.disk
 	trans.logs.Store(&disk)
-	logs, err := raft.NewLogCache(512, n.disk)
-	if err != nil {
-		return nil, err
-	}
+	logs := newLogCache(n.disk, cacheEntries, cacheBytes)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
