@@ -74,10 +74,8 @@ func (c *logCache) StoreLogs(logs []*raft.Log) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, l := range logs {
-		if c.first <= c.last && l.Index != c.last+1 {
+		if c.first > c.last || l.Index != c.last+1 {
 			c.clear()
-		}
-		if c.first > c.last {
 			c.first, c.last = l.Index, l.Index-1
 		}
 		for c.last-c.first+1 >= uint64(len(c.ring)) {
